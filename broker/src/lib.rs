@@ -1,0 +1,6 @@
+//! The ramqp broker library: an AMQP 1.0 codec, the connection / session /
+//! link engine, queues behind one narrow interface, and the embedding API
+//! ([`Broker`]) used by `ramqp-brokerd` and by tests.
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod codec;
