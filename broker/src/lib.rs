@@ -4,3 +4,11 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod codec;
+pub mod config;
+pub mod queue;
+
+mod broker;
+mod engine;
+
+pub use broker::{Broker, BrokerError};
+pub use config::BrokerConfig;

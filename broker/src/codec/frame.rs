@@ -85,7 +85,12 @@ pub fn decode_frame(buf: &mut BytesMut, max_frame_size: u32) -> Result<Option<Fr
 /// size that also counts `payload_len` bytes that the caller appends (or
 /// writes) right after. Used for transfers so that the payload can be
 /// written from its own buffer without copying.
-pub fn encode_amqp_frame(out: &mut BytesMut, channel: u16, performative: &Performative, payload_len: usize) {
+pub fn encode_amqp_frame(
+    out: &mut BytesMut,
+    channel: u16,
+    performative: &Performative,
+    payload_len: usize,
+) {
     let _ = (out, channel, performative, payload_len);
     unimplemented!("codec: encode_amqp_frame")
 }

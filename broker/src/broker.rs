@@ -1,0 +1,231 @@
+//! The embedding API: [`Broker::start`] binds the AMQP listener, owns the
+//! queue registry and the data directory, spawns one task per connection,
+//! and shuts everything down gracefully.
+//!
+//! Many brokers can run in one process: nothing here is global.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::config::BrokerConfig;
+use crate::engine::{self, ConnectionContext};
+use crate::queue::Registry;
+
+/// Errors from starting or stopping a broker.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The listener could not bind its address.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The data directory could not be created or opened.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The configuration is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// Where the node keeps its data: a directory the user named, or a
+/// temporary one removed when the broker goes away.
+enum DataDir {
+    Given(PathBuf),
+    Temporary(tempfile::TempDir),
+}
+
+impl DataDir {
+    fn path(&self) -> &Path {
+        match self {
+            DataDir::Given(path) => path,
+            DataDir::Temporary(dir) => dir.path(),
+        }
+    }
+}
+
+/// A running broker node.
+pub struct Broker {
+    local_addr: SocketAddr,
+    data_dir: DataDir,
+    registry: Arc<Registry>,
+    shutdown: watch::Sender<bool>,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+/// How long a graceful shutdown waits for connections to finish closing.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+impl Broker {
+    /// Bind the listener and start serving. Must be called inside a tokio
+    /// runtime; the broker's tasks run on that runtime.
+    pub async fn start(config: BrokerConfig) -> Result<Broker, BrokerError> {
+        validate(&config)?;
+        let data_dir = match &config.data_dir {
+            Some(path) => {
+                std::fs::create_dir_all(path).map_err(|source| BrokerError::DataDir {
+                    path: path.clone(),
+                    source,
+                })?;
+                DataDir::Given(path.clone())
+            }
+            None => DataDir::Temporary(
+                tempfile::Builder::new()
+                    .prefix("ramqp-")
+                    .tempdir()
+                    .map_err(|source| BrokerError::DataDir {
+                        path: std::env::temp_dir(),
+                        source,
+                    })?,
+            ),
+        };
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let registry = Arc::new(Registry::new(config.queues.clone()));
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let container_id = config
+            .container_id
+            .clone()
+            .unwrap_or_else(|| format!("ramqp-{}", local_addr));
+        let context = Arc::new(ConnectionContext {
+            container_id,
+            limits: config.limits.clone(),
+            sasl: config.sasl.clone(),
+            registry: registry.clone(),
+        });
+        let accept_task = tokio::spawn(accept_loop(listener, context, shutdown_rx));
+        tracing::info!(%local_addr, data_dir = %data_dir.path().display(), "broker listening");
+        Ok(Broker {
+            local_addr,
+            data_dir,
+            registry,
+            shutdown,
+            accept_task,
+        })
+    }
+
+    /// The address the AMQP listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// An `amqp://host:port` URL for clients.
+    pub fn url(&self) -> String {
+        format!("amqp://{}", self.local_addr)
+    }
+
+    /// The node's data directory.
+    pub fn data_dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// Names and depths of the queues that exist now.
+    pub fn queues(&self) -> Vec<crate::queue::QueueStats> {
+        self.registry.stats()
+    }
+
+    /// Stop accepting, close every connection with amqp:connection:forced,
+    /// and wait (up to a grace period) for their tasks to end.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let mut accept_task = self.accept_task;
+        if tokio::time::timeout(SHUTDOWN_GRACE * 2, &mut accept_task)
+            .await
+            .is_err()
+        {
+            accept_task.abort();
+        }
+        tracing::info!(local_addr = %self.local_addr, "broker stopped");
+    }
+}
+
+fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
+    let limits = &config.limits;
+    if limits.max_frame_size_bytes < crate::codec::frame::MIN_MAX_FRAME_SIZE {
+        return Err(BrokerError::Config(format!(
+            "limits.max_frame_size_bytes must be at least {}",
+            crate::codec::frame::MIN_MAX_FRAME_SIZE
+        )));
+    }
+    if limits.link_credit == 0 || limits.session_window == 0 || limits.consumer_credit_max == 0 {
+        return Err(BrokerError::Config(
+            "limits.link_credit, session_window and consumer_credit_max must be positive".into(),
+        ));
+    }
+    if !config.sasl.allow_anonymous && config.sasl.users.is_empty() {
+        return Err(BrokerError::Config(
+            "sasl.allow_anonymous is off and no sasl.users are configured: nobody could connect"
+                .into(),
+        ));
+    }
+    for name in &config.queues.declare {
+        crate::queue::QueueAddress::parse(&format!("/queues/{name}"))
+            .map_err(|e| BrokerError::Config(format!("queues.declare: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Accept connections until shutdown, then wait for the connection tasks.
+async fn accept_loop(
+    listener: TcpListener,
+    context: Arc<ConnectionContext>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(context.limits.max_connections));
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let permit = slots.clone().try_acquire_owned().ok();
+                    let context = context.clone();
+                    let shutdown = shutdown.clone();
+                    connections.spawn(async move {
+                        engine::serve(stream, peer, context, permit, shutdown).await;
+                    });
+                }
+                Err(error) => {
+                    // Running out of file descriptors must not spin the loop.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            remaining = connections.len(),
+            "connections did not close in time"
+        );
+        connections.abort_all();
+    }
+}

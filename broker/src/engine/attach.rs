@@ -1,0 +1,269 @@
+//! Attaching and detaching links: resolving the address to a queue,
+//! refusing cleanly (attach with a null terminus, then a detach with the
+//! error) when it cannot be served, and releasing what a link held.
+
+use super::error::ConnectionError;
+use super::link::{ConsumerLink, Link, PublisherLink};
+use super::outbox::Outbox;
+use super::state::State;
+use crate::codec::definitions::condition;
+use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target};
+use crate::queue::{QueueAddress, RegistryError};
+
+impl State {
+    pub(crate) fn on_attach(
+        &mut self,
+        channel: u16,
+        attach: Attach,
+        out: &mut Outbox,
+    ) -> Result<(), ConnectionError> {
+        let Some(session) = self.sessions.get(&channel) else {
+            return Ok(());
+        };
+        if attach.handle > session.handle_max {
+            return Err(ConnectionError::protocol(
+                condition::RESOURCE_LIMIT_EXCEEDED,
+                format!(
+                    "handle {} exceeds handle-max {}",
+                    attach.handle, session.handle_max
+                ),
+            ));
+        }
+        if session.links.contains_key(&attach.handle) {
+            return Err(ConnectionError::protocol(
+                condition::HANDLE_IN_USE,
+                format!("handle {} is already attached", attach.handle),
+            ));
+        }
+        match attach.role {
+            // The peer sends: we are the receiver, the target names the queue.
+            Role::Sender => self.attach_publisher(channel, attach, out),
+            Role::Receiver => self.attach_consumer(channel, attach, out),
+        }
+        Ok(())
+    }
+
+    fn resolve(
+        &self,
+        address: Option<&str>,
+        dynamic: bool,
+    ) -> Result<std::sync::Arc<dyn crate::queue::Queue>, Error> {
+        if dynamic {
+            return Err(Error::new(
+                condition::NOT_IMPLEMENTED,
+                "dynamic nodes are not supported; attach to /queues/<name>",
+            ));
+        }
+        let Some(address) = address else {
+            return Err(Error::new(
+                condition::INVALID_FIELD,
+                "the link has no address",
+            ));
+        };
+        let address = QueueAddress::parse(address)
+            .map_err(|e| Error::new(condition::NOT_FOUND, e.to_string()))?;
+        self.context.registry.lookup(&address).map_err(|e| match e {
+            RegistryError::NotFound(_) => Error::new(condition::NOT_FOUND, e.to_string()),
+            RegistryError::QuorumUnavailable(_) => {
+                Error::new(condition::NOT_IMPLEMENTED, e.to_string())
+            }
+        })
+    }
+
+    /// Refuse a link: attach back with a null terminus on our side, then
+    /// detach it closed with the error (transport 2.6.3).
+    fn refuse(channel: u16, attach: Attach, role: Role, error: Error, out: &mut Outbox) {
+        let handle = attach.handle;
+        let reply = Attach {
+            role,
+            source: if role == Role::Sender {
+                None
+            } else {
+                attach.source
+            },
+            target: if role == Role::Receiver {
+                None
+            } else {
+                attach.target
+            },
+            initial_delivery_count: (role == Role::Sender).then_some(0),
+            unsettled: None,
+            incomplete_unsettled: false,
+            max_message_size: None,
+            offered_capabilities: Vec::new(),
+            desired_capabilities: Vec::new(),
+            properties: None,
+            ..attach
+        };
+        out.frame(channel, &Performative::Attach(Box::new(reply)));
+        let detach = Detach {
+            handle,
+            closed: true,
+            error: Some(error),
+        };
+        out.frame(channel, &Performative::Detach(detach));
+    }
+
+    fn attach_publisher(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
+        let target = attach.target.as_ref();
+        let queue = match self.resolve(
+            target.and_then(|t| t.address.as_deref()),
+            target.is_some_and(|t| t.dynamic),
+        ) {
+            Ok(queue) => queue,
+            Err(error) => {
+                tracing::debug!(link = %attach.name, error = ?error.description, "publisher link refused");
+                return Self::refuse(channel, attach, Role::Receiver, error, out);
+            }
+        };
+        let context = self.context.clone();
+        let limits = &context.limits;
+        let max_message_size = match attach.max_message_size {
+            Some(size) if size > 0 => size.min(limits.max_message_size_bytes),
+            _ => limits.max_message_size_bytes,
+        };
+        let tag = self.allocate_tag(channel, attach.handle);
+        let delivery_count = attach.initial_delivery_count.unwrap_or(0);
+        let reply = Attach {
+            name: attach.name.clone(),
+            handle: attach.handle,
+            role: Role::Receiver,
+            snd_settle_mode: attach.snd_settle_mode,
+            rcv_settle_mode: attach.rcv_settle_mode,
+            source: attach.source.clone(),
+            target: Some(Target {
+                address: Some(queue.address().to_string()),
+                ..attach.target.clone().unwrap_or_default()
+            }),
+            unsettled: None,
+            incomplete_unsettled: false,
+            initial_delivery_count: None,
+            max_message_size: Some(limits.max_message_size_bytes),
+            offered_capabilities: Vec::new(),
+            desired_capabilities: Vec::new(),
+            properties: None,
+        };
+        out.frame(channel, &Performative::Attach(Box::new(reply)));
+        let mut link = PublisherLink {
+            queue,
+            tag,
+            rcv_settle_mode: attach.rcv_settle_mode,
+            delivery_count,
+            credit: 0,
+            credit_window: limits.link_credit,
+            waiting_capacity: false,
+            max_message_size,
+            partial: None,
+        };
+        let Some(session) = self.sessions.get_mut(&channel) else {
+            return;
+        };
+        if link.queue.has_capacity(&self.sink, tag) {
+            link.credit = link.credit_window;
+            let flow = Flow {
+                handle: Some(attach.handle),
+                delivery_count: Some(link.delivery_count),
+                link_credit: Some(link.credit),
+                ..session.flow()
+            };
+            out.frame(channel, &Performative::Flow(flow));
+        } else {
+            link.waiting_capacity = true;
+        }
+        session.links.insert(attach.handle, Link::Publisher(link));
+    }
+
+    fn attach_consumer(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
+        let source = attach.source.as_ref();
+        let queue = match self.resolve(
+            source.and_then(|s| s.address.as_deref()),
+            source.is_some_and(|s| s.dynamic),
+        ) {
+            Ok(queue) => queue,
+            Err(error) => {
+                tracing::debug!(link = %attach.name, error = ?error.description, "consumer link refused");
+                return Self::refuse(channel, attach, Role::Sender, error, out);
+            }
+        };
+        let tag = self.allocate_tag(channel, attach.handle);
+        let consumer = match queue.subscribe(self.sink.clone(), tag) {
+            Ok(consumer) => consumer,
+            Err(e) => {
+                self.tags.remove(&tag);
+                let error = Error::new(condition::RESOURCE_LIMIT_EXCEEDED, e.to_string());
+                return Self::refuse(channel, attach, Role::Sender, error, out);
+            }
+        };
+        let reply = Attach {
+            name: attach.name.clone(),
+            handle: attach.handle,
+            role: Role::Sender,
+            snd_settle_mode: attach.snd_settle_mode,
+            rcv_settle_mode: attach.rcv_settle_mode,
+            source: Some(Source {
+                address: Some(queue.address().to_string()),
+                ..attach.source.clone().unwrap_or_default()
+            }),
+            target: attach.target.clone(),
+            unsettled: None,
+            incomplete_unsettled: false,
+            initial_delivery_count: Some(0),
+            max_message_size: None,
+            offered_capabilities: Vec::new(),
+            desired_capabilities: Vec::new(),
+            properties: None,
+        };
+        out.frame(channel, &Performative::Attach(Box::new(reply)));
+        let link = ConsumerLink {
+            queue,
+            consumer,
+            tag,
+            snd_settle_mode: attach.snd_settle_mode,
+            delivery_count: 0,
+            credit_limit: 0,
+            drain: false,
+        };
+        if let Some(session) = self.sessions.get_mut(&channel) {
+            session.links.insert(attach.handle, Link::Consumer(link));
+        }
+    }
+
+    pub(crate) fn on_detach(
+        &mut self,
+        channel: u16,
+        detach: Detach,
+        out: &mut Outbox,
+    ) -> Result<(), ConnectionError> {
+        let Some(session) = self.sessions.get_mut(&channel) else {
+            return Ok(());
+        };
+        let Some(link) = session.links.remove(&detach.handle) else {
+            return Err(ConnectionError::protocol(
+                condition::UNATTACHED_HANDLE,
+                format!("detach of handle {}, which is not attached", detach.handle),
+            ));
+        };
+        let handle = detach.handle;
+        session.unsettled.retain(|_, u| u.handle != handle);
+        session.pending.retain(|t| t.handle != handle);
+        self.release_link(link);
+        out.frame(
+            channel,
+            &Performative::Detach(Detach {
+                handle,
+                closed: detach.closed,
+                error: None,
+            }),
+        );
+        Ok(())
+    }
+
+    /// Forget a link; a consumer leaves its queue, which returns its
+    /// unsettled messages in order.
+    pub(crate) fn release_link(&mut self, link: Link) {
+        self.tags.remove(&link.tag());
+        if let Link::Consumer(consumer) = link {
+            consumer.queue.unsubscribe(consumer.consumer);
+        }
+    }
+}

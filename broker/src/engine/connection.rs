@@ -1,0 +1,334 @@
+//! The connection task: reads bytes and splits them into frames, feeds the
+//! protocol [`State`], drains queue events, keeps the idle time-out and
+//! heartbeats, and writes the [`Outbox`] after each batch. It owns the
+//! socket and all of the connection's state; nothing else touches them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::error::ConnectionError;
+use super::handshake::{self, Identity};
+use super::outbox::Outbox;
+use super::state::State;
+use super::ConnectionContext;
+use crate::codec::definitions::condition;
+use crate::codec::frame::{decode_frame, MIN_MAX_FRAME_SIZE};
+use crate::codec::{Close, Error, FrameBody, Open, Performative};
+use crate::queue::Sink;
+
+/// Queue events handled before output is flushed again.
+const EVENT_BATCH_MAX: usize = 256;
+/// Free space kept in the read buffer before each read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// How long we keep reading after sending `close`, so the peer gets our
+/// close frame instead of a reset.
+const CLOSE_LINGER: Duration = Duration::from_secs(2);
+
+pub(super) struct Connection {
+    stream: TcpStream,
+    peer: SocketAddr,
+    context: Arc<ConnectionContext>,
+    admitted: bool,
+    shutdown: watch::Receiver<bool>,
+    buf: BytesMut,
+    out: Outbox,
+    sent_open: bool,
+}
+
+impl Connection {
+    pub(super) fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        context: Arc<ConnectionContext>,
+        admitted: bool,
+        shutdown: watch::Receiver<bool>,
+    ) -> Connection {
+        // Latency over batching: frames are already batched per flush.
+        let _ = stream.set_nodelay(true);
+        Connection {
+            stream,
+            peer,
+            context,
+            admitted,
+            shutdown,
+            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            out: Outbox::default(),
+            sent_open: false,
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        let limits = &self.context.limits;
+        let deadline = Instant::now() + Duration::from_millis(limits.handshake_timeout_ms);
+        let identity = match tokio::time::timeout_at(
+            deadline,
+            handshake::run(
+                &mut self.stream,
+                &mut self.buf,
+                &mut self.out,
+                &self.context.sasl,
+            ),
+        )
+        .await
+        {
+            Ok(Ok(identity)) => identity,
+            Ok(Err(error)) => {
+                tracing::debug!(peer = %self.peer, %error, "handshake failed");
+                self.linger_close().await;
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(peer = %self.peer, "handshake timed out");
+                self.linger_close().await;
+                return;
+            }
+        };
+        let open = match tokio::time::timeout_at(deadline, self.read_open()).await {
+            Ok(Ok(open)) => open,
+            Ok(Err(error)) => return self.fail(error).await,
+            Err(_) => {
+                tracing::debug!(peer = %self.peer, "no open before the handshake time-out");
+                return self
+                    .fail(ConnectionError::protocol(
+                        condition::RESOURCE_LIMIT_EXCEEDED,
+                        "no open within the handshake time-out",
+                    ))
+                    .await;
+            }
+        };
+        let user = match &identity {
+            Identity::Anonymous => None,
+            Identity::User(user) => Some(user.as_str()),
+        };
+        tracing::debug!(peer = %self.peer, user, container = %open.container_id, "connection open");
+        let result = self.serve_open(*open).await;
+        match result {
+            Err(ConnectionError::ClosedByPeer) => {
+                self.out.frame(0, &Performative::Close(Close::default()));
+                self.linger_close().await;
+            }
+            Err(error) => self.fail(error).await,
+            Ok(()) => {}
+        }
+    }
+
+    /// Read frames until the peer's `open`.
+    async fn read_open(&mut self) -> Result<Box<Open>, ConnectionError> {
+        let max = self.context.limits.max_frame_size_bytes;
+        loop {
+            match decode_frame(&mut self.buf, max)? {
+                Some(frame) => match frame.body {
+                    FrameBody::Amqp {
+                        performative: Performative::Open(open),
+                        ..
+                    } if frame.channel == 0 => return Ok(open),
+                    FrameBody::Empty => continue,
+                    _ => {
+                        return Err(ConnectionError::illegal_state(
+                            "the first frame must be open on channel 0",
+                        ))
+                    }
+                },
+                None => {
+                    self.buf.reserve(READ_CHUNK_BYTES);
+                    if self.stream.read_buf(&mut self.buf).await? == 0 {
+                        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+                    }
+                }
+            }
+        }
+    }
+
+    fn our_open(&self) -> Open {
+        let limits = &self.context.limits;
+        Open {
+            container_id: self.context.container_id.clone(),
+            hostname: None,
+            max_frame_size: limits.max_frame_size_bytes,
+            channel_max: limits.channel_max,
+            idle_time_out: (limits.idle_timeout_ms > 0).then_some(limits.idle_timeout_ms),
+            outgoing_locales: Vec::new(),
+            incoming_locales: Vec::new(),
+            offered_capabilities: Vec::new(),
+            desired_capabilities: Vec::new(),
+            properties: None,
+        }
+    }
+
+    fn send_open(&mut self) {
+        if !self.sent_open {
+            let open = self.our_open();
+            self.out.frame(0, &Performative::Open(Box::new(open)));
+            self.sent_open = true;
+        }
+    }
+
+    /// Serve an opened connection until it ends.
+    async fn serve_open(&mut self, open: Open) -> Result<(), ConnectionError> {
+        self.send_open();
+        if !self.admitted {
+            return Err(ConnectionError::protocol(
+                condition::RESOURCE_LIMIT_EXCEEDED,
+                "too many connections",
+            ));
+        }
+        if open.max_frame_size < MIN_MAX_FRAME_SIZE {
+            return Err(ConnectionError::protocol(
+                condition::FRAME_SIZE_TOO_SMALL,
+                format!(
+                    "max-frame-size {} is below the minimum {MIN_MAX_FRAME_SIZE}",
+                    open.max_frame_size
+                ),
+            ));
+        }
+        let limits = self.context.limits.clone();
+        let (sink, mut events) = Sink::channel();
+        let mut state = State::new(
+            self.context.clone(),
+            sink,
+            open.max_frame_size,
+            limits.channel_max.min(open.channel_max),
+        );
+        let result = self
+            .event_loop(&mut state, &mut events, &limits, open.idle_time_out)
+            .await;
+        state.release_all();
+        result
+    }
+
+    async fn event_loop(
+        &mut self,
+        state: &mut State,
+        events: &mut tokio::sync::mpsc::UnboundedReceiver<crate::queue::QueueEvent>,
+        limits: &crate::config::Limits,
+        remote_idle_ms: Option<u32>,
+    ) -> Result<(), ConnectionError> {
+        let local_idle = (limits.idle_timeout_ms > 0)
+            .then(|| Duration::from_millis(u64::from(limits.idle_timeout_ms)));
+        // The peer wants a frame at least every half of its idle time-out;
+        // we aim for a third so timer slack cannot make us late.
+        let heartbeat = remote_idle_ms
+            .filter(|ms| *ms > 0)
+            .map(|ms| Duration::from_millis(u64::from(ms)) / 3);
+        let tick = match (local_idle, heartbeat) {
+            (Some(idle), Some(hb)) => Some((idle / 2).min(hb)),
+            (Some(idle), None) => Some(idle / 2),
+            (None, Some(hb)) => Some(hb),
+            (None, None) => None,
+        };
+        let mut ticker = tokio::time::interval(tick.unwrap_or(Duration::from_secs(3600)));
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut last_read = Instant::now();
+        let mut last_write = Instant::now();
+        let max_frame = limits.max_frame_size_bytes;
+        loop {
+            state.finish_batch(&mut self.out);
+            if !self.out.is_empty() {
+                self.out.flush(&mut self.stream).await?;
+                last_write = Instant::now();
+            }
+            if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
+                self.buf.reserve(READ_CHUNK_BYTES);
+            }
+            tokio::select! {
+                biased;
+                _ = self.shutdown.changed() => return Err(ConnectionError::Shutdown),
+                read = self.stream.read_buf(&mut self.buf) => {
+                    if read? == 0 {
+                        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+                    }
+                    last_read = Instant::now();
+                    while let Some(frame) = decode_frame(&mut self.buf, max_frame)? {
+                        match frame.body {
+                            FrameBody::Amqp { performative, payload } => {
+                                state.on_frame(frame.channel, performative, payload, &mut self.out)?;
+                            }
+                            FrameBody::Empty => {}
+                            FrameBody::Sasl(_) => {
+                                return Err(ConnectionError::illegal_state(
+                                    "SASL frame after the SASL layer",
+                                ));
+                            }
+                        }
+                    }
+                }
+                Some(event) = events.recv() => {
+                    state.on_queue_event(event, &mut self.out)?;
+                    for _ in 1..EVENT_BATCH_MAX {
+                        match events.try_recv() {
+                            Ok(event) => state.on_queue_event(event, &mut self.out)?,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = ticker.tick(), if tick.is_some() => {
+                    let now = Instant::now();
+                    if let Some(idle) = local_idle {
+                        if now.duration_since(last_read) > idle {
+                            return Err(ConnectionError::protocol(
+                                condition::RESOURCE_LIMIT_EXCEEDED,
+                                format!("idle time-out: nothing received for {} ms", idle.as_millis()),
+                            ));
+                        }
+                    }
+                    if let Some(hb) = heartbeat {
+                        if now.duration_since(last_write) >= hb {
+                            self.out.heartbeat();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// End the connection because of `error`: tell the peer why if the
+    /// protocol allows it.
+    async fn fail(&mut self, error: ConnectionError) {
+        let amqp_error = match &error {
+            ConnectionError::Protocol(e) => Some(e.clone()),
+            ConnectionError::Shutdown => Some(Error::new(
+                condition::CONNECTION_FORCED,
+                "the broker is shutting down",
+            )),
+            ConnectionError::Io(_) | ConnectionError::ClosedByPeer => None,
+        };
+        match amqp_error {
+            Some(amqp_error) => {
+                tracing::debug!(peer = %self.peer, %error, "closing connection");
+                // An AMQP close is only valid after our open.
+                self.send_open();
+                self.out.frame(
+                    0,
+                    &Performative::Close(Close {
+                        error: Some(amqp_error),
+                    }),
+                );
+                self.linger_close().await;
+            }
+            None => tracing::debug!(peer = %self.peer, %error, "connection ended"),
+        }
+    }
+
+    /// Write what is pending, half-close, and read until the peer closes
+    /// too (bounded), so our last frames are not lost to a reset.
+    async fn linger_close(&mut self) {
+        let stream = &mut self.stream;
+        let out = &mut self.out;
+        let _ = tokio::time::timeout(CLOSE_LINGER, async {
+            if out.flush(stream).await.is_err() {
+                return;
+            }
+            let _ = stream.shutdown().await;
+            let mut sink = [0u8; 4096];
+            while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+        })
+        .await;
+    }
+}

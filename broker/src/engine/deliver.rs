@@ -1,0 +1,241 @@
+//! The delivery path: queue deliveries become transfers on consumer links
+//! (header rewritten only when delivery-count or first-acquirer changed),
+//! the peer's flow sets credit and drain, and its dispositions settle
+//! messages in the queue.
+
+use bytes::{Bytes, BytesMut};
+
+use super::error::ConnectionError;
+use super::link::Link;
+use super::outbox::Outbox;
+use super::session::{OutgoingTransfer, Unsettled};
+use super::state::{LinkRef, State};
+use crate::codec::definitions::condition;
+use crate::codec::{
+    DeliveryState, Disposition, Flow, Header, Performative, Role, SenderSettleMode,
+};
+use crate::queue::{Delivery, Outcome};
+
+/// The message bytes to send: as published, or with a new header section.
+fn delivery_parts(delivery: &Delivery) -> [Bytes; 2] {
+    let message = &delivery.message;
+    let published = message.header.clone().unwrap_or_default();
+    let first_acquirer = published.first_acquirer && !delivery.redelivered;
+    if delivery.delivery_count == published.delivery_count
+        && first_acquirer == published.first_acquirer
+    {
+        return [Bytes::new(), message.bytes.clone()];
+    }
+    let header = Header {
+        delivery_count: delivery.delivery_count,
+        first_acquirer,
+        ..published
+    };
+    let mut encoded = BytesMut::with_capacity(32);
+    header.encode(&mut encoded);
+    let rest = message.bytes.slice(message.header_len as usize..);
+    [encoded.freeze(), rest]
+}
+
+impl State {
+    pub(crate) fn deliver(&mut self, link: LinkRef, delivery: Delivery, out: &mut Outbox) {
+        let max_frame = self.remote_max_frame_size;
+        let Some(session) = self.sessions.get_mut(&link.channel) else {
+            return;
+        };
+        let Some(Link::Consumer(consumer)) = session.links.get_mut(&link.handle) else {
+            return;
+        };
+        debug_assert!(
+            consumer.credit() > 0,
+            "queue pushed beyond the link's credit"
+        );
+        consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
+        let settled = consumer.snd_settle_mode == SenderSettleMode::Settled;
+        let delivery_id = session.next_delivery_id;
+        session.next_delivery_id = delivery_id.wrapping_add(1);
+        if settled {
+            // At-most-once: the message is gone once it is on its way.
+            consumer
+                .queue
+                .settle(consumer.consumer, delivery.id, Outcome::Accepted);
+        } else {
+            session.unsettled.insert(
+                delivery_id,
+                Unsettled {
+                    handle: link.handle,
+                    consumer: consumer.consumer,
+                    message: delivery.id,
+                },
+            );
+        }
+        session.pending.push_back(OutgoingTransfer {
+            handle: link.handle,
+            delivery_id,
+            delivery_tag: Bytes::copy_from_slice(&delivery.id.to_be_bytes()),
+            settled,
+            parts: delivery_parts(&delivery),
+            sent: 0,
+        });
+        session.pump(out, max_frame);
+    }
+
+    /// The queue finished a drain: report the used-up credit to the peer.
+    pub(crate) fn drained(&mut self, link: LinkRef, credit_limit: u32, out: &mut Outbox) {
+        let max_frame = self.remote_max_frame_size;
+        let Some(session) = self.sessions.get_mut(&link.channel) else {
+            return;
+        };
+        // Transfers before the drain answer go first.
+        session.pump(out, max_frame);
+        let session_flow = session.flow();
+        let Some(Link::Consumer(consumer)) = session.links.get_mut(&link.handle) else {
+            return;
+        };
+        if (credit_limit.wrapping_sub(consumer.delivery_count) as i32) > 0 {
+            consumer.delivery_count = credit_limit;
+        }
+        let flow = Flow {
+            handle: Some(link.handle),
+            delivery_count: Some(consumer.delivery_count),
+            link_credit: Some(consumer.credit()),
+            drain: consumer.drain,
+            ..session_flow
+        };
+        out.frame(link.channel, &Performative::Flow(flow));
+    }
+
+    pub(crate) fn on_flow(
+        &mut self,
+        channel: u16,
+        flow: Flow,
+        out: &mut Outbox,
+    ) -> Result<(), ConnectionError> {
+        let credit_max = self.context.limits.consumer_credit_max;
+        let max_frame = self.remote_max_frame_size;
+        let Some(session) = self.sessions.get_mut(&channel) else {
+            return Ok(());
+        };
+        session.on_remote_flow(&flow);
+        let session_flow = session.flow();
+        let Some(handle) = flow.handle else {
+            if flow.echo {
+                out.frame(channel, &Performative::Flow(session_flow));
+            }
+            session.pump(out, max_frame);
+            return Ok(());
+        };
+        let reply = match session.links.get_mut(&handle) {
+            None => {
+                return Err(ConnectionError::protocol(
+                    condition::UNATTACHED_HANDLE,
+                    format!("flow on handle {handle}, which is not attached"),
+                ))
+            }
+            Some(Link::Consumer(consumer)) => {
+                // Our initial delivery-count is 0; a peer that has not seen
+                // our attach yet counts from there.
+                let peer_count = flow.delivery_count.unwrap_or(0);
+                let credit = flow.link_credit.unwrap_or(0).min(credit_max);
+                consumer.credit_limit = peer_count.wrapping_add(credit);
+                consumer.drain = flow.drain;
+                consumer
+                    .queue
+                    .flow(consumer.consumer, consumer.credit_limit, flow.drain);
+                flow.echo.then(|| Flow {
+                    handle: Some(handle),
+                    delivery_count: Some(consumer.delivery_count),
+                    link_credit: Some(consumer.credit()),
+                    drain: consumer.drain,
+                    ..session_flow
+                })
+            }
+            Some(Link::Publisher(publisher)) => flow.echo.then(|| Flow {
+                handle: Some(handle),
+                delivery_count: Some(publisher.delivery_count),
+                link_credit: Some(publisher.credit),
+                ..session_flow
+            }),
+        };
+        if let Some(reply) = reply {
+            out.frame(channel, &Performative::Flow(reply));
+        }
+        session.pump(out, max_frame);
+        Ok(())
+    }
+
+    pub(crate) fn on_disposition(
+        &mut self,
+        channel: u16,
+        disposition: Disposition,
+        out: &mut Outbox,
+    ) -> Result<(), ConnectionError> {
+        if disposition.role == Role::Sender {
+            // The peer settles deliveries it sent us (rcv-settle-mode
+            // second): we keep nothing for those once answered.
+            return Ok(());
+        }
+        let Some(session) = self.sessions.get_mut(&channel) else {
+            return Ok(());
+        };
+        let outcome = match &disposition.state {
+            Some(DeliveryState::Accepted) => Outcome::Accepted,
+            Some(DeliveryState::Rejected { .. }) => Outcome::Rejected,
+            Some(DeliveryState::Released) => Outcome::Released,
+            Some(DeliveryState::Modified {
+                delivery_failed,
+                undeliverable_here,
+                ..
+            }) => Outcome::Modified {
+                delivery_failed: *delivery_failed,
+                undeliverable_here: *undeliverable_here,
+            },
+            // Settled without an outcome: nothing says it was processed, so
+            // it goes back to the queue (no message is lost this way).
+            Some(DeliveryState::Received { .. } | DeliveryState::Other(_)) | None => {
+                if !disposition.settled {
+                    return Ok(());
+                }
+                Outcome::Released
+            }
+        };
+        let first = disposition.first;
+        let last = disposition.last.unwrap_or(first);
+        let span = last.wrapping_sub(first);
+        let ids: Vec<u32> = if (span as usize) < session.unsettled.len() {
+            (0..=span).map(|i| first.wrapping_add(i)).collect()
+        } else {
+            session
+                .unsettled
+                .keys()
+                .copied()
+                .filter(|id| id.wrapping_sub(first) <= span)
+                .collect()
+        };
+        for id in ids {
+            let Some(unsettled) = session.unsettled.remove(&id) else {
+                continue;
+            };
+            if let Some(Link::Consumer(consumer)) = session.links.get(&unsettled.handle) {
+                consumer
+                    .queue
+                    .settle(unsettled.consumer, unsettled.message, outcome);
+            }
+        }
+        if !disposition.settled {
+            // rcv-settle-mode second: the peer waits for us to settle.
+            out.frame(
+                channel,
+                &Performative::Disposition(Disposition {
+                    role: Role::Sender,
+                    first,
+                    last: disposition.last,
+                    settled: true,
+                    state: disposition.state,
+                    batchable: false,
+                }),
+            );
+        }
+        Ok(())
+    }
+}

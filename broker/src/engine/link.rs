@@ -1,0 +1,92 @@
+//! Link endpoints of a session: a *publisher link* (the peer sends, we
+//! receive into a queue) and a *consumer link* (a queue's deliveries go out
+//! to the peer), with their credit and delivery-count bookkeeping.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::codec::{ReceiverSettleMode, SenderSettleMode};
+use crate::queue::{ConsumerId, Queue};
+
+/// A link on which the peer publishes to a queue.
+pub(crate) struct PublisherLink {
+    pub(crate) queue: Arc<dyn Queue>,
+    /// Our tag for this link in queue events (capacity, publish outcomes).
+    pub(crate) tag: u64,
+    pub(crate) rcv_settle_mode: ReceiverSettleMode,
+    /// The peer's delivery-count as we track it.
+    pub(crate) delivery_count: u32,
+    /// Credit the peer still has.
+    pub(crate) credit: u32,
+    /// Credit we grant when the queue has room.
+    pub(crate) credit_window: u32,
+    /// Waiting for the queue to report room before granting more credit.
+    pub(crate) waiting_capacity: bool,
+    pub(crate) max_message_size: u64,
+    /// A multi-frame delivery in progress.
+    pub(crate) partial: Option<PartialDelivery>,
+}
+
+/// The frames of one incoming delivery received so far.
+pub(crate) struct PartialDelivery {
+    pub(crate) delivery_id: u32,
+    pub(crate) settled: bool,
+    pub(crate) chunks: Vec<Bytes>,
+    pub(crate) len: usize,
+}
+
+impl PartialDelivery {
+    /// The whole message: the single chunk as is, or the chunks joined
+    /// (one copy, only for multi-frame messages).
+    pub(crate) fn into_bytes(self) -> Bytes {
+        if self.chunks.len() == 1 {
+            return self.chunks.into_iter().next().unwrap_or_default();
+        }
+        let mut joined = BytesMut::with_capacity(self.len);
+        for chunk in &self.chunks {
+            joined.extend_from_slice(chunk);
+        }
+        joined.freeze()
+    }
+}
+
+/// A link on which a queue delivers to the peer.
+pub(crate) struct ConsumerLink {
+    pub(crate) queue: Arc<dyn Queue>,
+    pub(crate) consumer: ConsumerId,
+    pub(crate) tag: u64,
+    pub(crate) snd_settle_mode: SenderSettleMode,
+    /// Deliveries sent (our delivery-count).
+    pub(crate) delivery_count: u32,
+    /// delivery-count + link-credit as last granted by the peer.
+    pub(crate) credit_limit: u32,
+    pub(crate) drain: bool,
+}
+
+impl ConsumerLink {
+    /// Credit left, by serial arithmetic (0 if the limit is behind).
+    pub(crate) fn credit(&self) -> u32 {
+        let credit = self.credit_limit.wrapping_sub(self.delivery_count);
+        if (credit as i32) < 0 {
+            0
+        } else {
+            credit
+        }
+    }
+}
+
+/// Either kind of link.
+pub(crate) enum Link {
+    Publisher(PublisherLink),
+    Consumer(ConsumerLink),
+}
+
+impl Link {
+    pub(crate) fn tag(&self) -> u64 {
+        match self {
+            Link::Publisher(l) => l.tag,
+            Link::Consumer(l) => l.tag,
+        }
+    }
+}

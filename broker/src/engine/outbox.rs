@@ -1,0 +1,110 @@
+//! Outgoing bytes of one connection: small frames are encoded into one
+//! buffer, large payloads ride along as their own `Bytes` chunks, and the
+//! lot is written with vectored writes, so a message body is never copied
+//! on its way out.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::codec::frame::{encode_amqp_frame, encode_empty_frame, encode_sasl_frame};
+use crate::codec::{Performative, SaslFrame};
+
+/// Payloads up to this size are copied into the frame buffer: cheaper than
+/// an extra iovec entry.
+const INLINE_PAYLOAD_MAX_BYTES: usize = 2048;
+/// Most iovec entries handed to one write call.
+const IOVEC_MAX: usize = 64;
+
+/// Pending output of one connection.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    buf: BytesMut,
+    chunks: VecDeque<Bytes>,
+}
+
+impl Outbox {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.buf.is_empty() && self.chunks.is_empty()
+    }
+
+    /// Raw bytes (protocol headers).
+    pub(crate) fn raw(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// A frame without payload.
+    pub(crate) fn frame(&mut self, channel: u16, performative: &Performative) {
+        encode_amqp_frame(&mut self.buf, channel, performative, 0);
+    }
+
+    /// A frame whose payload is the concatenation of `payload` slices.
+    pub(crate) fn frame_with_payload(
+        &mut self,
+        channel: u16,
+        performative: &Performative,
+        payload: &[Bytes],
+    ) {
+        let len = payload.iter().map(Bytes::len).sum();
+        encode_amqp_frame(&mut self.buf, channel, performative, len);
+        for part in payload {
+            if part.len() <= INLINE_PAYLOAD_MAX_BYTES {
+                self.buf.extend_from_slice(part);
+            } else {
+                if !self.buf.is_empty() {
+                    self.chunks.push_back(self.buf.split().freeze());
+                }
+                self.chunks.push_back(part.clone());
+            }
+        }
+    }
+
+    pub(crate) fn sasl(&mut self, frame: &SaslFrame) {
+        encode_sasl_frame(&mut self.buf, frame);
+    }
+
+    pub(crate) fn heartbeat(&mut self) {
+        encode_empty_frame(&mut self.buf);
+    }
+
+    /// Write everything out.
+    pub(crate) async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        if self.chunks.is_empty() {
+            // The common case: one buffer, one write.
+            stream.write_all_buf(&mut self.buf).await?;
+            self.buf.clear();
+            return Ok(());
+        }
+        if !self.buf.is_empty() {
+            self.chunks.push_back(self.buf.split().freeze());
+        }
+        while !self.chunks.is_empty() {
+            let slices: Vec<IoSlice<'_>> = self
+                .chunks
+                .iter()
+                .take(IOVEC_MAX)
+                .map(|c| IoSlice::new(c))
+                .collect();
+            let mut written = stream.write_vectored(&slices).await?;
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            while written > 0 {
+                let Some(front) = self.chunks.front_mut() else {
+                    break;
+                };
+                if written >= front.len() {
+                    written -= front.len();
+                    self.chunks.pop_front();
+                } else {
+                    front.advance(written);
+                    written = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,130 @@
+//! Queues, behind the one narrow interface ([`Queue`]) the protocol engine
+//! uses. A transient queue lives in memory on this node; quorum queues and
+//! queues reached through the fabric implement the same trait later, so the
+//! engine never changes for them.
+//!
+//! Architecture invariant: queues know nothing of frames, sessions or link
+//! handles. They talk back to a connection only through [`Sink`], with an
+//! opaque tag the engine chose.
+
+mod address;
+mod message;
+mod registry;
+mod sink;
+mod transient;
+
+pub use address::{AddressError, QueueAddress, QueueKind, QUEUE_NAME_MAX_BYTES};
+pub use message::{Delivery, Message, MessageId};
+pub use registry::{Registry, RegistryError};
+pub use sink::{QueueEvent, QueueEventKind, Sink};
+pub use transient::TransientQueue;
+
+/// What a consumer decided about a delivery (messaging 3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Processed: remove the message.
+    Accepted,
+    /// Invalid: remove the message (there is no dead-letter queue yet).
+    Rejected,
+    /// Not processed: make it available again, delivery-count unchanged.
+    Released,
+    /// Not processed, possibly with a failed attempt.
+    Modified {
+        /// Count a failed delivery attempt (delivery-count + 1).
+        delivery_failed: bool,
+        /// Never deliver it to this consumer again.
+        undeliverable_here: bool,
+    },
+}
+
+/// What became of a publish when [`Queue::publish`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishStatus {
+    /// The queue has taken the message (for a transient queue: it is in
+    /// memory; for a quorum queue: committed on a majority and on disk).
+    Accepted,
+    /// The outcome will arrive later as [`QueueEventKind::Published`] on the
+    /// confirm sink (e.g. a quorum queue waiting for its Raft commit).
+    Pending,
+}
+
+/// Identifies one consumer of one queue; unique within that queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConsumerId(pub u64);
+
+/// A request to be told the outcome of a publish.
+#[derive(Debug, Clone)]
+pub struct PublishConfirm {
+    /// Where to report it.
+    pub sink: Sink,
+    /// Opaque to the queue; handed back in the event.
+    pub token: u64,
+}
+
+/// Depth and identity of one queue, for management and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueStats {
+    /// The queue's address, e.g. `/queues/orders`.
+    pub address: String,
+    /// Messages waiting to be delivered.
+    pub ready: usize,
+    /// Messages delivered and not yet settled.
+    pub unsettled: usize,
+    /// Consumers attached.
+    pub consumers: usize,
+}
+
+/// Errors a queue reports to the engine, each mapped to an AMQP condition.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum QueueError {
+    /// The queue was deleted or its node is shutting down.
+    #[error("queue {0} is gone")]
+    Gone(String),
+    /// The queue refuses this consumer (too many consumers, ...).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The interface between the protocol engine and every kind of queue.
+///
+/// All methods are synchronous and never block: they take a short lock at
+/// most and report later events through [`Sink`]s. Deliveries are pushed to
+/// a consumer's sink only within the credit the engine granted via
+/// [`Queue::flow`], so a sink never holds more than that credit.
+pub trait Queue: Send + Sync + 'static {
+    /// The queue's address.
+    fn address(&self) -> &QueueAddress;
+
+    /// Offer a message. With `confirm`, a `Pending` outcome is later
+    /// reported on that sink; without it the publisher settled already.
+    fn publish(
+        &self,
+        message: Message,
+        confirm: Option<PublishConfirm>,
+    ) -> Result<PublishStatus, QueueError>;
+
+    /// Whether the queue can take more messages now. When it cannot, `sink`
+    /// gets [`QueueEventKind::Capacity`] with `tag` once it can.
+    fn has_capacity(&self, sink: &Sink, tag: u64) -> bool;
+
+    /// Add a consumer; deliveries and drain completions for it go to `sink`
+    /// with `tag`.
+    fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError>;
+
+    /// Set how far the consumer may be sent: deliveries are pushed while
+    /// the consumer's delivery-count is below `credit_limit` (serial
+    /// arithmetic, the link's delivery-count + link-credit). With `drain`,
+    /// the queue pushes what it has, then reports
+    /// [`QueueEventKind::Drained`] and treats the remaining credit as used.
+    fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool);
+
+    /// Settle one delivered message.
+    fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome);
+
+    /// Remove a consumer; its unsettled messages become available again,
+    /// in their original order, delivery-count unchanged.
+    fn unsubscribe(&self, consumer: ConsumerId);
+
+    /// Depth and consumers.
+    fn stats(&self) -> QueueStats;
+}
