@@ -49,6 +49,7 @@ fn huge_counts_in_tiny_buffers() {
     ));
     // ... while a few zero-width elements are fine.
     assert!(value(&[0xe0, 2, 3, 0x41]).is_ok());
+    assert!(value(&[0xe0, 2, 255, 0x40]).is_ok());
     // An array of 2^32-1 uints backed by 4 bytes.
     assert!(matches!(
         value(&[0xf0, 0, 0, 0, 9, 0xff, 0xff, 0xff, 0xff, 0x70, 0, 0, 0, 1]),
@@ -366,4 +367,24 @@ fn message_scan_rejects_malformed_messages() {
     .concat();
     let view = scan(&all).unwrap();
     assert_eq!((view.header_len, view.n_sections), (4, 8));
+}
+
+/// Regression (fuzz, performative_decoder): a delivery state holding an
+/// array of 14 nulls decoded from a 14-byte input, but its 10-byte
+/// re-encoding was refused, because zero-width array elements were limited
+/// to one per input byte. They now have a fixed allowance on top.
+#[test]
+fn short_encoding_of_many_nulls_still_decodes() {
+    let input = [
+        0x00, 0x44, 0x00, 0x44, 0x00, 0x44, 0xe0, 0x02, 0x0e, 0x40, 0x10, 0x00, 0x00, 0xff,
+    ];
+    let state = broker::codec::DeliveryState::decode(&mut Bytes::copy_from_slice(&input)).unwrap();
+    let mut out = BytesMut::new();
+    state.encode(&mut out);
+    assert_eq!(&out[..], &input[..10]);
+    let mut again = out.freeze();
+    assert_eq!(
+        broker::codec::DeliveryState::decode(&mut again).unwrap(),
+        state
+    );
 }

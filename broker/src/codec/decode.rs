@@ -25,14 +25,20 @@ type Result<T> = std::result::Result<T, CodecError>;
 /// multiply such reservations).
 const PREALLOC_ELEMENTS_MAX: usize = 256;
 
+/// Array elements of a zero-width encoding (null, true, uint0, list0, ...)
+/// that one decode call accepts beyond one per input byte. Without this
+/// slack a short encoding of many nulls would be refused although a longer
+/// encoding of the same value (e.g. with wide descriptors) is accepted.
+const ZERO_WIDTH_ELEMENTS_FREE: usize = 4096;
+
 /// A cursor over the bytes of one decode call.
 pub(crate) struct Decoder<'a> {
     buf: &'a mut Bytes,
     depth: usize,
     /// Array elements of a zero-width encoding (null, true, uint0, list0, ...)
     /// occupy no bytes, so their count is charged here instead: at most one
-    /// such element per input byte, which bounds the memory a tiny input can
-    /// make the decoder allocate.
+    /// such element per input byte plus [`ZERO_WIDTH_ELEMENTS_FREE`], which
+    /// bounds the memory a tiny input can make the decoder allocate.
     zero_width_budget: usize,
 }
 
@@ -74,7 +80,7 @@ fn sized_width(code: u8) -> Option<usize> {
 impl<'a> Decoder<'a> {
     /// A decoder reading from the front of `buf`.
     pub(crate) fn new(buf: &'a mut Bytes) -> Self {
-        let zero_width_budget = buf.len();
+        let zero_width_budget = buf.len().saturating_add(ZERO_WIDTH_ELEMENTS_FREE);
         Decoder {
             buf,
             depth: 0,
@@ -497,8 +503,19 @@ mod tests {
 
     #[test]
     fn zero_width_array_elements_are_bounded_by_input_length() {
-        // 200 `true`s in a 4-byte array: more elements than input bytes.
+        // 200 `true`s in a 4-byte array: fine, within the free allowance.
         let mut input = Bytes::from_static(&[0xe0, 2, 200, 0x41]);
+        assert!(Decoder::new(&mut input).value().is_ok());
+        // An array32 of 5000 nulls in 10 bytes: beyond it.
+        let mut input = Bytes::from_static(&[0xf0, 0, 0, 0, 5, 0, 0, 0x13, 0x88, 0x40]);
+        assert!(matches!(
+            Decoder::new(&mut input).value(),
+            Err(CodecError::InvalidSize(_))
+        ));
+        // Several arrays share one budget per decode call.
+        let array = [0xf0, 0, 0, 0, 5, 0, 0, 0x0b, 0xb8, 0x40]; // 3000 nulls
+        let list = [&[0xc0, 21, 2][..], &array, &array].concat();
+        let mut input = Bytes::from(list);
         assert!(matches!(
             Decoder::new(&mut input).value(),
             Err(CodecError::InvalidSize(_))
