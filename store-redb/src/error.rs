@@ -74,28 +74,6 @@ pub enum Error {
         found: u64,
     },
 
-    /// An entry inside the group's log range is not on disk: the log has a
-    /// hole.
-    #[error("group {group_id}: entry {index} is missing from the log")]
-    MissingEntry {
-        /// The Raft group.
-        group_id: u64,
-        /// The first missing index.
-        index: u64,
-    },
-
-    /// An append does not continue the log (it would leave a hole, or
-    /// overwrite without a truncate).
-    #[error("group {group_id}: append at index {index}, but the next index is {expected}")]
-    NonContiguousAppend {
-        /// The Raft group.
-        group_id: u64,
-        /// The index of the appended entry.
-        index: u64,
-        /// The index the log expects next.
-        expected: u64,
-    },
-
     /// The database was written in a layout this version does not read.
     #[error("store format {found} is not supported (this version reads format {supported})")]
     UnsupportedFormat {

@@ -13,11 +13,14 @@
 //!
 //! The logical log is `first_index ..= last_log_id.index`, where
 //! `first_index` is one past the last purged index (0 if nothing was
-//! purged). Its entries from `tail.first_index()` on are in the tail; the
-//! ones before are durable on disk. Truncate and purge update the logical
-//! log at once and the disk later (in order, through the writer), so reads
-//! clamp to the logical log and never serve an entry that a pending
-//! truncate or purge has removed.
+//! purged). A read returns, for each index of the logical log in its range,
+//! the tail's entry if the tail has one (the newest write), else the disk's.
+//! Truncate and purge update the logical log at once and the disk later (in
+//! order, through the writer), so reads clamp to the logical log, skip disk
+//! entries at or past a pending truncate, and never serve an entry that a
+//! pending truncate or purge has removed. The read transaction is begun
+//! under the group's lock, so it contains every entry already released from
+//! the tail.
 
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,8 +50,20 @@ pub(crate) struct GroupState<C: RaftTypeConfig> {
     pub(crate) last_log_id: Option<LogId<C::NodeId>>,
     /// Appended entries not yet durable.
     pub(crate) tail: Tail<C::Entry>,
-    /// Sequence number of the next append.
+    /// Sequence number of the next write request.
     pub(crate) next_write_seq: u64,
+    /// A truncate sent to the writer and not yet durable: entries on disk
+    /// at or past `since` are stale and must not be read.
+    pub(crate) truncate_pending: Option<TruncatePending>,
+}
+
+/// See [`GroupState::truncate_pending`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TruncatePending {
+    /// The lowest `since` of the pending truncates.
+    pub(crate) since: u64,
+    /// The write sequence number of the latest pending truncate.
+    pub(crate) write_seq: u64,
 }
 
 impl<C: RaftTypeConfig> GroupState<C> {
@@ -57,7 +72,7 @@ impl<C: RaftTypeConfig> GroupState<C> {
         self.last_purged.as_ref().map_or(0, |p| p.index + 1)
     }
 
-    /// The index the next appended entry must have.
+    /// One past the last index of the logical log.
     pub(crate) fn next_index(&self) -> u64 {
         self.last_log_id.as_ref().map_or(0, |l| l.index + 1)
     }
@@ -126,37 +141,30 @@ where
     Ok(entry)
 }
 
-/// Reads the entries `start..end` of `group_id` from `entries`, which must
-/// all be present.
+/// Appends to `out` the entries of `group_id` stored with index in
+/// `start..end`, skipping (without decoding) the indexes `skip` returns
+/// true for.
 fn read_disk_entries<C>(
     entries: &EntriesTable,
     group_id: u64,
     start: u64,
     end: u64,
-    out: &mut Vec<C::Entry>,
+    mut skip: impl FnMut(u64) -> bool,
+    out: &mut Vec<(u64, C::Entry)>,
 ) -> Result<(), Error>
 where
     C: RaftTypeConfig,
     C::Entry: DeserializeOwned,
 {
-    let mut expected = start;
+    if start >= end {
+        return Ok(());
+    }
     for row in entries.range((group_id, start)..(group_id, end))? {
         let (key, value) = row?;
         let (_, index) = key.value();
-        if index != expected {
-            return Err(Error::MissingEntry {
-                group_id,
-                index: expected,
-            });
+        if !skip(index) {
+            out.push((index, decode_entry::<C>(group_id, index, value.value())?));
         }
-        out.push(decode_entry::<C>(group_id, index, value.value())?);
-        expected += 1;
-    }
-    if expected != end {
-        return Err(Error::MissingEntry {
-            group_id,
-            index: expected,
-        });
     }
     Ok(())
 }
@@ -206,6 +214,7 @@ where
                 last_log_id,
                 tail: Tail::new(),
                 next_write_seq: 0,
+                truncate_pending: None,
             }),
         })
     }
@@ -216,58 +225,104 @@ where
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The entries with index in `start..end` that the logical log holds:
-    /// clamped to the log, disk part first, then the tail.
+    /// The entries with index in `start..end` that the logical log holds,
+    /// in index order: the disk's, overlaid by the tail's.
     pub(crate) fn read_entries(
         &self,
         db: &Database,
         start: u64,
         end: u64,
     ) -> Result<Vec<C::Entry>, Error> {
-        let (disk_start, disk_end, tail_part, txn) = {
+        let (start, disk_end, tail_part, txn) = {
             let state = self.lock();
             let start = start.max(state.first_index());
             let end = end.min(state.next_index());
             if start >= end {
                 return Ok(Vec::new());
             }
-            let tail_start = state.tail.first_index().unwrap_or(end).max(start);
-            let tail_part = state.tail.clone_range(tail_start, end);
-            let disk_end = tail_start.min(end);
-            // Taken under the lock: the snapshot holds every durable entry
-            // below the tail that the logical log still has.
-            let txn = if start < disk_end {
+            let tail_part = state.tail.clone_range(start, end);
+            // On disk, entries at or past a pending truncate are stale.
+            let disk_end = state
+                .truncate_pending
+                .map_or(end, |pending| end.min(pending.since));
+            let n_tail_below_disk_end =
+                tail_part.iter().take_while(|(i, _)| *i < disk_end).count() as u64;
+            let tail_covers_disk_range = n_tail_below_disk_end >= disk_end.saturating_sub(start);
+            // Taken under the lock: the snapshot holds every entry released
+            // from the tail so far, and nothing a pending truncate or purge
+            // would hide is served past the clamps above.
+            let txn = if start < disk_end && !tail_covers_disk_range {
                 Some(db.begin_read()?)
             } else {
                 None
             };
             (start, disk_end, tail_part, txn)
         };
-        let mut out = Vec::new();
-        if let Some(txn) = txn {
-            let n_disk = usize::try_from(disk_end - disk_start).unwrap_or(usize::MAX);
-            out.reserve(n_disk.saturating_add(tail_part.len()));
-            let entries = txn.open_table(ENTRIES)?;
-            read_disk_entries::<C>(&entries, self.group_id, disk_start, disk_end, &mut out)?;
-        }
-        out.extend(tail_part);
-        Ok(out)
+        let Some(txn) = txn else {
+            return Ok(tail_part.into_iter().map(|(_, e)| e).collect());
+        };
+        let entries = txn.open_table(ENTRIES)?;
+        let mut disk_part = Vec::new();
+        let mut tail_indexes = tail_part.iter().map(|(index, _)| *index).peekable();
+        read_disk_entries::<C>(
+            &entries,
+            self.group_id,
+            start,
+            disk_end,
+            |index| {
+                while tail_indexes.next_if(|t| *t < index).is_some() {}
+                tail_indexes.peek() == Some(&index)
+            },
+            &mut disk_part,
+        )?;
+        Ok(merge_by_index(disk_part, tail_part))
     }
 
-    /// The log id of the durable entry at `index`.
-    pub(crate) fn disk_log_id(&self, db: &Database, index: u64) -> Result<LogId<C::NodeId>, Error> {
+    /// The log id of the highest-indexed durable entry in `start..end`.
+    pub(crate) fn disk_last_log_id_in(
+        &self,
+        db: &Database,
+        start: u64,
+        end: u64,
+    ) -> Result<Option<LogId<C::NodeId>>, Error> {
+        if start >= end {
+            return Ok(None);
+        }
         let txn = db.begin_read()?;
         let entries = txn.open_table(ENTRIES)?;
-        let mut out = Vec::with_capacity(1);
-        read_disk_entries::<C>(&entries, self.group_id, index, index + 1, &mut out)?;
-        match out.pop() {
-            Some(entry) => Ok(entry.get_log_id().clone()),
-            None => Err(Error::MissingEntry {
-                group_id: self.group_id,
-                index,
-            }),
+        let last = entries
+            .range((self.group_id, start)..(self.group_id, end))?
+            .next_back();
+        match last {
+            Some(row) => {
+                let (key, value) = row?;
+                let (_, index) = key.value();
+                let entry = decode_entry::<C>(self.group_id, index, value.value())?;
+                Ok(Some(entry.get_log_id().clone()))
+            }
+            None => Ok(None),
         }
     }
+}
+
+/// Merges two index-ordered runs with distinct indexes.
+fn merge_by_index<E>(a: Vec<(u64, E)>, b: Vec<(u64, E)>) -> Vec<E> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let mut a = a.into_iter().peekable();
+    let mut b = b.into_iter().peekable();
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some((ia, _)), Some((ib, _))) => ia < ib,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let next = if take_a { a.next() } else { b.next() };
+        if let Some((_, e)) = next {
+            out.push(e);
+        }
+    }
+    out
 }
 
 /// The log store of one Raft group: implements openraft's

@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::group::{GroupLogReader, GroupLogStore, GroupShared};
+use crate::group::{GroupLogReader, GroupLogStore, GroupShared, TruncatePending};
 use crate::record;
 use crate::store::LogStore;
 use crate::tables::{MetaKind, RecordKey};
@@ -118,52 +118,83 @@ where
             ));
         }
         let mut state = self.shared.lock();
-        let mut expected = state.next_index();
-        for (index, _) in &records {
-            if *index != expected {
-                return Err(Error::NonContiguousAppend {
-                    group_id,
-                    index: *index,
-                    expected,
-                });
-            }
-            expected += 1;
-        }
         let write_seq = state.next_write_seq;
         state.next_write_seq += 1;
-        if let Some(last) = entries.last() {
-            state.last_log_id = Some(last.get_log_id().clone());
-        }
         for entry in entries {
-            let index = entry.get_log_id().index;
-            state.tail.push(index, write_seq, entry);
+            let log_id = entry.get_log_id().clone();
+            if state
+                .last_log_id
+                .as_ref()
+                .is_none_or(|last| last.index <= log_id.index)
+            {
+                state.last_log_id = Some(log_id.clone());
+            }
+            state.tail.push(log_id.index, write_seq, entry);
         }
         Ok((WriteOp::Append { group_id, records }, write_seq))
     }
 
-    /// Cuts the logical log at `since` and returns whether the disk must
-    /// follow.
-    fn stage_truncate(&self, since: u64) -> Result<bool, Error> {
+    /// `append` with a plain completion instead of openraft's `LogFlushed`:
+    /// the entries are readable when this returns, and `on_flushed` runs on
+    /// the writer thread once they are durable (after the tail let go of
+    /// them) or the commit failed.
+    pub(crate) async fn append_with(
+        &mut self,
+        entries: Vec<C::Entry>,
+        on_flushed: Completion,
+    ) -> Result<(), Error> {
+        let (op, write_seq) = self.stage_append(entries)?;
+        let shared = self.shared.clone();
+        let completion: Completion = Box::new(move |result| {
+            if result.is_ok() {
+                shared.lock().tail.release_through(write_seq);
+            }
+            on_flushed(result);
+        });
+        self.store.submit(op, Some(completion)).await
+    }
+
+    /// Cuts the logical log at `since`. Returns the write sequence number of
+    /// the truncate to send, or `None` if the log has nothing at `since` or
+    /// after.
+    fn stage_truncate(&self, since: u64) -> Result<Option<u64>, Error> {
         let mut state = self.shared.lock();
         if since >= state.next_index() {
-            return Ok(false);
+            return Ok(None);
         }
-        debug_assert!(
-            since >= state.first_index(),
-            "openraft never truncates purged entries"
-        );
-        let new_last = if since <= state.first_index() {
-            state.last_purged.clone()
-        } else if let Some(entry) = state.tail.get(since - 1) {
-            Some(entry.get_log_id().clone())
-        } else {
-            // Below the tail, so durable; read under the lock so no purge
-            // can race it.
-            Some(self.shared.disk_log_id(self.store.db(), since - 1)?)
+        let first = state.first_index();
+        debug_assert!(since >= first, "openraft never truncates purged entries");
+        // The new last log id: the highest entry left below `since`, from the
+        // tail or the disk, else the last purged one.
+        let in_tail = state
+            .tail
+            .last_before(since)
+            .map(|e| e.get_log_id().clone());
+        let disk_end = state
+            .truncate_pending
+            .map_or(since, |pending| since.min(pending.since));
+        // Read under the lock so no purge or release can race it.
+        let on_disk = self
+            .shared
+            .disk_last_log_id_in(self.store.db(), first, disk_end)?;
+        let new_last = match (in_tail, on_disk) {
+            (Some(t), Some(d)) => Some(if t.index >= d.index { t } else { d }),
+            (Some(t), None) => Some(t),
+            (None, Some(d)) => Some(d),
+            (None, None) => state.last_purged.clone(),
         };
         state.tail.truncate_from(since);
         state.last_log_id = new_last;
-        Ok(true)
+        let write_seq = state.next_write_seq;
+        state.next_write_seq += 1;
+        let pending_since = state
+            .truncate_pending
+            .map_or(since, |pending| since.min(pending.since));
+        state.truncate_pending = Some(TruncatePending {
+            since: pending_since,
+            write_seq,
+        });
+        Ok(Some(write_seq))
     }
 
     /// Moves the logical log's start past `log_id`; returns whether the
@@ -222,7 +253,7 @@ where
             record,
         };
         self.store
-            .submit_and_wait(op)
+            .submit_and_wait(op, || {})
             .await
             .map_err(write_vote_error)?;
         self.shared.lock().vote = Some(vote.clone());
@@ -264,33 +295,38 @@ where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let entries: Vec<C::Entry> = entries.into_iter().collect();
-        let (op, write_seq) = self.stage_append(entries).map_err(write_logs_error)?;
-        let shared = self.shared.clone();
-        let completion: Completion = Box::new(move |result| match result {
-            Ok(()) => {
-                shared.lock().tail.release_through(write_seq);
-                callback.log_io_completed(Ok(()));
-            }
+        let on_flushed: Completion = Box::new(move |result| match result {
+            Ok(()) => callback.log_io_completed(Ok(())),
             Err(e) => callback.log_io_completed(Err(io::Error::other(e))),
         });
-        self.store
-            .submit(op, Some(completion))
+        self.append_with(entries.into_iter().collect(), on_flushed)
             .await
             .map_err(write_logs_error)
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         let since = log_id.index;
-        if !self.stage_truncate(since).map_err(write_logs_error)? {
+        let Some(write_seq) = self.stage_truncate(since).map_err(write_logs_error)? else {
             return Ok(());
-        }
+        };
         let op = WriteOp::Truncate {
             group_id: self.shared.group_id,
             since,
         };
+        let shared = self.shared.clone();
+        // Runs on the writer thread after the commit, even if this future is
+        // dropped meanwhile.
+        let on_durable = move || {
+            let mut state = shared.lock();
+            if state
+                .truncate_pending
+                .is_some_and(|pending| pending.write_seq == write_seq)
+            {
+                state.truncate_pending = None;
+            }
+        };
         self.store
-            .submit_and_wait(op)
+            .submit_and_wait(op, on_durable)
             .await
             .map_err(write_logs_error)
     }
@@ -307,7 +343,7 @@ where
             record,
         };
         self.store
-            .submit_and_wait(op)
+            .submit_and_wait(op, || {})
             .await
             .map_err(write_logs_error)
     }

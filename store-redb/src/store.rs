@@ -214,7 +214,7 @@ impl LogStore {
             }
             registry.remove(&group_id);
         }
-        self.submit_and_wait(WriteOp::RemoveGroup { group_id })
+        self.submit_and_wait(WriteOp::RemoveGroup { group_id }, || {})
             .await
     }
 
@@ -263,10 +263,19 @@ impl LogStore {
             .map_err(|_| Error::WriterStopped)
     }
 
-    /// Queues `op` and waits until it is durable.
-    pub(crate) async fn submit_and_wait(&self, op: WriteOp) -> Result<(), Error> {
+    /// Queues `op` and waits until it is durable. `on_durable` runs on the
+    /// writer thread right after the commit, whether or not this future is
+    /// still awaited.
+    pub(crate) async fn submit_and_wait(
+        &self,
+        op: WriteOp,
+        on_durable: impl FnOnce() + Send + 'static,
+    ) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
-        let completion: Completion = Box::new(move |result| {
+        let completion: Completion = Box::new(move |result: Result<(), Error>| {
+            if result.is_ok() {
+                on_durable();
+            }
             // The waiter may have gone away (its future dropped): nothing to tell.
             let _ = tx.send(result);
         });

@@ -3,44 +3,36 @@
 //!
 //! `append` must make entries readable before the group commit lands, so
 //! they are kept here, each tagged with the write sequence number of the
-//! append that carried it. When the writer thread reports that sequence
-//! number durable, [`Tail::release_through`] drops them; reads then find
-//! them on disk.
+//! append that carried it. When the writer thread reports that append
+//! durable, [`Tail::release_through`] drops them; reads then find them on
+//! disk. Where the tail and the disk both hold an index, the tail is newer
+//! and wins.
 //!
-//! Invariants (checked by `debug_assert!`):
-//! - indexes are contiguous and increasing, so the tail is one suffix of the
-//!   group's log;
-//! - write sequence numbers are non-decreasing from front to back. A
-//!   truncate removes the back before newer appends are pushed, and a purge
-//!   removes the front, so this holds, and releasing a sequence number
-//!   always drops a prefix.
+//! Indexes need not be contiguous: openraft asks for a log without holes,
+//! but its own conformance suite appends with gaps, so the tail (like the
+//! entries table) behaves as a map from index to entry.
 //!
 //! The tail is owned by its group's `GroupState` and only touched under that
-//! group's mutex.
+//! group's mutex. It holds one group's in-flight appends, so it is small:
+//! the linear scans below are over a handful of entries.
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 
 struct TailEntry<E> {
-    index: u64,
     write_seq: u64,
     entry: E,
 }
 
 /// Entries of one group that are readable but not yet durable.
 pub(crate) struct Tail<E> {
-    entries: VecDeque<TailEntry<E>>,
+    entries: BTreeMap<u64, TailEntry<E>>,
 }
 
 impl<E: Clone> Tail<E> {
     pub(crate) fn new() -> Self {
         Tail {
-            entries: VecDeque::new(),
+            entries: BTreeMap::new(),
         }
-    }
-
-    /// Index of the first entry held, if any.
-    pub(crate) fn first_index(&self) -> Option<u64> {
-        self.entries.front().map(|e| e.index)
     }
 
     /// Number of entries held.
@@ -48,59 +40,48 @@ impl<E: Clone> Tail<E> {
         self.entries.len()
     }
 
-    /// Adds `entry` at `index`, written by the request `write_seq`.
+    /// Adds (or replaces) the entry at `index`, written by the append
+    /// `write_seq`.
     pub(crate) fn push(&mut self, index: u64, write_seq: u64, entry: E) {
-        if let Some(back) = self.entries.back() {
-            debug_assert_eq!(back.index + 1, index, "tail indexes are contiguous");
-            debug_assert!(back.write_seq <= write_seq, "tail sequence is ordered");
-        }
-        self.entries.push_back(TailEntry {
-            index,
-            write_seq,
-            entry,
-        });
+        self.entries.insert(index, TailEntry { write_seq, entry });
     }
 
     /// Removes every entry at `index` or later (a truncate).
     pub(crate) fn truncate_from(&mut self, index: u64) {
-        while self.entries.back().is_some_and(|e| e.index >= index) {
-            self.entries.pop_back();
-        }
+        drop(self.entries.split_off(&index));
     }
 
     /// Removes every entry at `index` or earlier (a purge).
     pub(crate) fn purge_through(&mut self, index: u64) {
-        while self.entries.front().is_some_and(|e| e.index <= index) {
-            self.entries.pop_front();
-        }
+        self.entries = match index.checked_add(1) {
+            Some(first_kept) => self.entries.split_off(&first_kept),
+            None => BTreeMap::new(),
+        };
     }
 
-    /// Drops the entries written by requests up to and including
+    /// Drops the entries written by appends up to and including
     /// `write_seq`: they are durable now.
     pub(crate) fn release_through(&mut self, write_seq: u64) {
-        while self
-            .entries
-            .front()
-            .is_some_and(|e| e.write_seq <= write_seq)
-        {
-            self.entries.pop_front();
-        }
+        self.entries.retain(|_, e| e.write_seq > write_seq);
     }
 
-    /// The entry at `index`, if held.
-    pub(crate) fn get(&self, index: u64) -> Option<&E> {
-        let first = self.first_index()?;
-        let offset = usize::try_from(index.checked_sub(first)?).ok()?;
-        self.entries.get(offset).map(|e| &e.entry)
-    }
-
-    /// Clones of the entries with index in `start..end` that are held.
-    pub(crate) fn clone_range(&self, start: u64, end: u64) -> Vec<E> {
+    /// The highest-indexed entry below `index`, if any.
+    pub(crate) fn last_before(&self, index: u64) -> Option<&E> {
         self.entries
-            .iter()
-            .skip_while(|e| e.index < start)
-            .take_while(|e| e.index < end)
-            .map(|e| e.entry.clone())
+            .range(..index)
+            .next_back()
+            .map(|(_, e)| &e.entry)
+    }
+
+    /// Clones of the held entries with index in `start..end`, with their
+    /// indexes, in index order.
+    pub(crate) fn clone_range(&self, start: u64, end: u64) -> Vec<(u64, E)> {
+        if start >= end {
+            return Vec::new();
+        }
+        self.entries
+            .range(start..end)
+            .map(|(index, e)| (*index, e.entry.clone()))
             .collect()
     }
 }
@@ -109,25 +90,25 @@ impl<E: Clone> Tail<E> {
 mod tests {
     use super::*;
 
-    fn indexes(t: &Tail<u64>) -> Vec<u64> {
+    fn values(t: &Tail<u64>) -> Vec<u64> {
         t.clone_range(0, u64::MAX)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
     }
 
     #[test]
-    fn release_drops_only_the_durable_prefix() {
+    fn release_drops_only_durable_appends() {
         let mut t = Tail::new();
         for i in 5..10 {
             t.push(i, i / 2, i);
         }
         t.release_through(3);
-        assert_eq!(indexes(&t), vec![8, 9]);
-        assert_eq!(t.first_index(), Some(8));
-        assert_eq!(t.get(9), Some(&9));
-        assert_eq!(t.get(7), None);
+        assert_eq!(values(&t), vec![8, 9]);
     }
 
     #[test]
-    fn truncate_then_append_keeps_order_and_release_spares_the_new_entries() {
+    fn truncate_then_append_and_release_spares_the_new_entries() {
         let mut t = Tail::new();
         for i in 1..=5 {
             t.push(i, 1, i);
@@ -135,9 +116,10 @@ mod tests {
         t.truncate_from(3);
         t.push(3, 2, 30);
         t.push(4, 2, 40);
-        assert_eq!(indexes(&t), vec![1, 2, 30, 40]);
+        assert_eq!(values(&t), vec![1, 2, 30, 40]);
+        assert_eq!(t.last_before(3), Some(&2));
         t.release_through(1);
-        assert_eq!(indexes(&t), vec![30, 40]);
+        assert_eq!(values(&t), vec![30, 40]);
         t.release_through(2);
         assert_eq!(t.len(), 0);
     }
@@ -149,9 +131,10 @@ mod tests {
             t.push(i, 0, i);
         }
         t.purge_through(2);
-        assert_eq!(t.clone_range(0, 5), vec![3, 4]);
-        assert_eq!(t.clone_range(4, 100), vec![4, 5]);
-        t.purge_through(100);
-        assert_eq!(t.first_index(), None);
+        assert_eq!(t.clone_range(0, 5), vec![(3, 3), (4, 4)]);
+        assert_eq!(t.clone_range(4, 100), vec![(4, 4), (5, 5)]);
+        assert_eq!(t.clone_range(4, 4), vec![]);
+        t.purge_through(u64::MAX);
+        assert_eq!(t.len(), 0);
     }
 }
