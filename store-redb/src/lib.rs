@@ -13,6 +13,8 @@ mod stats;
 mod store;
 mod tables;
 mod tail;
+#[cfg(test)]
+mod tests;
 mod writer;
 
 pub use error::Error;
