@@ -51,16 +51,18 @@ fn read_logs<C, RB>(
     store: &LogStore,
     shared: &GroupShared<C>,
     range: RB,
-) -> Result<Vec<C::Entry>, StorageError<C::NodeId>>
+) -> Result<Vec<C::Entry>, Error>
 where
     C: RaftTypeConfig,
     C::Entry: Clone + Serialize + DeserializeOwned,
     RB: RangeBounds<u64>,
 {
     let (start, end) = index_bounds(&range);
-    shared
-        .read_entries(store.db(), start, end)
-        .map_err(|e| e.into_storage(ErrorSubject::Logs, ErrorVerb::Read))
+    shared.read_entries(store.db(), start, end)
+}
+
+fn read_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
+    e.into_storage(ErrorSubject::Logs, ErrorVerb::Read)
 }
 
 impl<C> RaftLogReader<C> for GroupLogReader<C>
@@ -72,7 +74,7 @@ where
         &mut self,
         range: RB,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
-        read_logs(&self.store, &self.shared, range)
+        read_logs(&self.store, &self.shared, range).map_err(read_logs_error)
     }
 }
 
@@ -85,7 +87,7 @@ where
         &mut self,
         range: RB,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
-        read_logs(&self.store, &self.shared, range)
+        read_logs(&self.store, &self.shared, range).map_err(read_logs_error)
     }
 }
 

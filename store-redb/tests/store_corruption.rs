@@ -54,7 +54,7 @@ fn tamper<K: redb::Key + 'static>(
     txn.commit().unwrap();
 }
 
-fn flip_last_byte(v: &mut Vec<u8>) {
+fn flip_last_byte(v: &mut [u8]) {
     if let Some(b) = v.last_mut() {
         *b ^= 0x40;
     }
@@ -65,7 +65,7 @@ async fn a_flipped_byte_in_an_entry_is_reported_not_served() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.redb");
     write_group(&path).await;
-    tamper(&path, ENTRIES, (GROUP, 4), flip_last_byte);
+    tamper(&path, ENTRIES, (GROUP, 4), |v| flip_last_byte(v));
 
     let store = LogStore::open(&path, LogStoreOptions::default()).unwrap();
     match store.verify() {
@@ -103,7 +103,9 @@ async fn a_corrupted_vote_or_last_entry_fails_loading_the_group() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.redb");
     write_group(&path).await;
-    tamper(&path, META, (GROUP, MetaKind::Vote as u8), flip_last_byte);
+    tamper(&path, META, (GROUP, MetaKind::Vote as u8), |v| {
+        flip_last_byte(v)
+    });
     {
         let store = LogStore::open(&path, LogStoreOptions::default()).unwrap();
         match store.group::<TypeConfig>(GROUP) {
