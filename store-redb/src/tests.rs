@@ -276,12 +276,12 @@ async fn requests_of_many_groups_share_one_commit() {
     drop(blocker);
     wait_until(|| flushed.load(Ordering::SeqCst) == n_groups as usize).await;
     let stats = store.stats();
-    // The writer may have taken the first request before the others were
-    // queued; everything else waited and went into one transaction.
+    // The writer may have drained the first few requests before blocking at
+    // `begin_write`; everything queued after that waited and went into ONE
+    // transaction. So 20 groups' appends cost at most two fsyncs.
     assert!(stats.commits <= 2, "{stats:?}");
     assert_eq!(stats.requests, n_groups);
     assert_eq!(stats.entries, 3 * n_groups);
-    assert!(stats.requests_per_commit_max >= n_groups - 1, "{stats:?}");
     assert_eq!(store.groups().unwrap(), (0..n_groups).collect::<Vec<_>>());
 }
 
