@@ -35,7 +35,7 @@ pub(crate) const FORMAT_KEY: &str = "version";
 /// tables or the record framing.
 pub(crate) const FORMAT_VERSION: u64 = 1;
 
-/// What a [`META`] row holds.
+/// What a `raft_meta` row holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum MetaKind {
