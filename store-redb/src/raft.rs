@@ -16,6 +16,7 @@
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
@@ -89,6 +90,15 @@ where
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
         read_logs(&self.store, &self.shared, range).map_err(read_logs_error)
     }
+}
+
+/// A completion that holds `shared` until the writer is done with the
+/// request. Every request of a group holds its state this way, so the state
+/// outlives its queued writes even if the handle and the waiting future are
+/// dropped: [`LogStore::group`] then finds it in the registry instead of
+/// loading a disk that is about to change.
+fn keep_alive<C: RaftTypeConfig>(shared: Arc<GroupShared<C>>) -> Completion {
+    Box::new(move |_| drop(shared))
 }
 
 fn write_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
@@ -254,12 +264,15 @@ where
             kind: MetaKind::Vote,
             record,
         };
+        let shared = self.shared.clone();
+        let vote = vote.clone();
+        // Set on the writer thread after the commit, so the group's state
+        // matches the disk even if this future is dropped meanwhile.
+        let on_durable = move || shared.lock().vote = Some(vote);
         self.store
-            .submit_and_wait(op, || {})
+            .submit_and_wait(op, on_durable)
             .await
-            .map_err(write_vote_error)?;
-        self.shared.lock().vote = Some(vote.clone());
-        Ok(())
+            .map_err(write_vote_error)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
@@ -278,8 +291,14 @@ where
             kind: MetaKind::Committed,
             record,
         };
-        // Not awaited: durable with the next commit of the writer.
-        self.store.submit(op, None).await.map_err(write_logs_error)
+        // Not awaited: durable with the next commit of the writer. The
+        // completion only keeps the group's state alive until then (see
+        // `keep_alive`).
+        let completion = keep_alive(self.shared.clone());
+        self.store
+            .submit(op, Some(completion))
+            .await
+            .map_err(write_logs_error)
     }
 
     async fn read_committed(
@@ -344,8 +363,9 @@ where
             through: log_id.index,
             record,
         };
+        let shared = self.shared.clone();
         self.store
-            .submit_and_wait(op, || {})
+            .submit_and_wait(op, move || drop(shared))
             .await
             .map_err(write_logs_error)
     }

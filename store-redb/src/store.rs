@@ -6,7 +6,8 @@
 //! writes to it (the one exception is [`LogStore::open`], which creates the
 //! tables before the writer starts). Dropping the last handle closes the
 //! channel, waits for the writer to commit what was queued and exit, and
-//! then closes the file.
+//! then closes the file; that wait blocks the dropping thread for at most
+//! the commits still queued.
 //!
 //! The registry maps a group id to a weak reference to that group's shared
 //! state, so a group is loaded from disk once and every handle and reader of
@@ -99,6 +100,11 @@ impl Drop for Inner {
     fn drop(&mut self) {
         drop(self.sender.take());
         if let Some(writer) = self.writer.take() {
+            // Never join from the writer thread itself (a completion dropping
+            // the last handle); it exits on its own once the channel is empty.
+            if writer.thread().id() == std::thread::current().id() {
+                return;
+            }
             if writer.join().is_err() {
                 tracing::error!("store-redb writer thread panicked");
             }
