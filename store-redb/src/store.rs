@@ -46,6 +46,12 @@ pub struct LogStoreOptions {
     /// instant instead of walking the whole file. Off by default: one fsync
     /// per commit, and a full repair pass on the first open after a crash.
     pub quick_repair: bool,
+    /// Verify every page checksum of the file at open (redb's
+    /// `set_check_integrity_on_open`), not only after a crash. Reads the
+    /// whole file, so opening takes time proportional to its size; without
+    /// it, redb documents that a file altered behind its back may make the
+    /// open panic instead of failing. Off by default.
+    pub check_integrity_on_open: bool,
 }
 
 /// Default [`LogStoreOptions::write_queue_capacity_requests`].
@@ -65,6 +71,7 @@ impl Default for LogStoreOptions {
             batch_requests_max: BATCH_REQUESTS_MAX_DEFAULT,
             cache_size_bytes: CACHE_SIZE_BYTES_DEFAULT,
             quick_repair: false,
+            check_integrity_on_open: false,
         }
     }
 }
@@ -119,6 +126,7 @@ impl LogStore {
     pub fn open(path: impl AsRef<Path>, options: LogStoreOptions) -> Result<LogStore, Error> {
         let db = Database::builder()
             .set_cache_size(options.cache_size_bytes)
+            .set_check_integrity_on_open(options.check_integrity_on_open)
             .create(path.as_ref())?;
         init_tables(&db)?;
         let db = Arc::new(db);
