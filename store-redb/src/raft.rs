@@ -12,6 +12,11 @@
 //!
 //! All of a group's requests go through the writer in call order, so a
 //! later durable request implies every earlier one of the group is durable.
+//!
+//! Cancel safety: each call first reserves a slot in the writer's queue (the
+//! only await before its effects), then changes the group's state and
+//! queues its request without awaiting. A future dropped at any await point
+//! has therefore either changed nothing or queued everything.
 
 use std::fmt::Debug;
 use std::io;
@@ -155,6 +160,7 @@ where
         entries: Vec<C::Entry>,
         on_flushed: Completion,
     ) -> Result<(), Error> {
+        let permit = self.store.reserve().await?;
         let (op, write_seq) = self.stage_append(entries)?;
         let shared = self.shared.clone();
         let completion: Completion = Box::new(move |result| {
@@ -163,7 +169,8 @@ where
             }
             on_flushed(result);
         });
-        self.store.submit(op, Some(completion)).await
+        permit.send(op, Some(completion));
+        Ok(())
     }
 
     /// Cuts the logical log at `since`. Returns the write sequence number of
@@ -285,6 +292,7 @@ where
     ) -> Result<(), StorageError<C::NodeId>> {
         let record = record::encode(self.meta_key(MetaKind::Committed), &committed)
             .map_err(write_logs_error)?;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
         self.shared.lock().committed = committed;
         let op = WriteOp::PutMeta {
             group_id: self.shared.group_id,
@@ -294,11 +302,8 @@ where
         // Not awaited: durable with the next commit of the writer. The
         // completion only keeps the group's state alive until then (see
         // `keep_alive`).
-        let completion = keep_alive(self.shared.clone());
-        self.store
-            .submit(op, Some(completion))
-            .await
-            .map_err(write_logs_error)
+        permit.send(op, Some(keep_alive(self.shared.clone())));
+        Ok(())
     }
 
     async fn read_committed(
@@ -327,6 +332,7 @@ where
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         let since = log_id.index;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
         let Some(write_seq) = self.stage_truncate(since).map_err(write_logs_error)? else {
             return Ok(());
         };
@@ -346,8 +352,8 @@ where
                 state.truncate_pending = None;
             }
         };
-        self.store
-            .submit_and_wait(op, on_durable)
+        permit
+            .send_and_wait(op, on_durable)
             .await
             .map_err(write_logs_error)
     }
@@ -355,6 +361,7 @@ where
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         let record = record::encode(self.meta_key(MetaKind::LastPurged), &log_id)
             .map_err(write_logs_error)?;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
         if !self.stage_purge(&log_id) {
             return Ok(());
         }
@@ -364,8 +371,8 @@ where
             record,
         };
         let shared = self.shared.clone();
-        self.store
-            .submit_and_wait(op, move || drop(shared))
+        permit
+            .send_and_wait(op, move || drop(shared))
             .await
             .map_err(write_logs_error)
     }

@@ -264,27 +264,46 @@ impl LogStore {
         &self.inner.db
     }
 
-    /// Queues `op` for the writer; `completion` runs after its commit.
-    pub(crate) async fn submit(
-        &self,
-        op: WriteOp,
-        completion: Option<Completion>,
-    ) -> Result<(), Error> {
+    /// Reserves a slot in the writer's queue, waiting (asynchronously) while
+    /// it is full. Callers reserve BEFORE they change any in-memory state and
+    /// then send without awaiting, so a future dropped at an await point
+    /// leaves no staged change without its queued write.
+    pub(crate) async fn reserve(&self) -> Result<WritePermit<'_>, Error> {
         let sender = self.inner.sender.as_ref().ok_or(Error::WriterStopped)?;
         sender
-            .send(WriteRequest { op, completion })
+            .reserve()
             .await
+            .map(WritePermit)
             .map_err(|_| Error::WriterStopped)
     }
 
-    /// Queues `op` and waits until it is durable. `on_durable` runs on the
-    /// writer thread right after the commit, whether or not this future is
-    /// still awaited.
+    /// Queues `op` and waits until it is durable.
     pub(crate) async fn submit_and_wait(
         &self,
         op: WriteOp,
         on_durable: impl FnOnce() + Send + 'static,
     ) -> Result<(), Error> {
+        self.reserve().await?.send_and_wait(op, on_durable).await
+    }
+}
+
+/// A reserved slot in the writer's queue.
+pub(crate) struct WritePermit<'a>(mpsc::Permit<'a, WriteRequest>);
+
+impl WritePermit<'_> {
+    /// Queues `op`; `completion` runs on the writer thread after its commit.
+    pub(crate) fn send(self, op: WriteOp, completion: Option<Completion>) {
+        self.0.send(WriteRequest { op, completion });
+    }
+
+    /// Queues `op` and returns a future that resolves once it is durable.
+    /// `on_durable` runs on the writer thread right after the commit,
+    /// whether or not the future is still awaited.
+    pub(crate) fn send_and_wait(
+        self,
+        op: WriteOp,
+        on_durable: impl FnOnce() + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<(), Error>> {
         let (tx, rx) = oneshot::channel();
         let completion: Completion = Box::new(move |result: Result<(), Error>| {
             if result.is_ok() {
@@ -293,8 +312,8 @@ impl LogStore {
             // The waiter may have gone away (its future dropped): nothing to tell.
             let _ = tx.send(result);
         });
-        self.submit(op, Some(completion)).await?;
-        rx.await.map_err(|_| Error::WriterStopped)?
+        self.send(op, Some(completion));
+        async move { rx.await.map_err(|_| Error::WriterStopped)? }
     }
 }
 
