@@ -12,10 +12,16 @@
 //!
 //! All of a group's requests go through the writer in call order, so a
 //! later durable request implies every earlier one of the group is durable.
+//!
+//! Cancel safety: each call first reserves a slot in the writer's queue (the
+//! only await before its effects), then changes the group's state and
+//! queues its request without awaiting. A future dropped at any await point
+//! has therefore either changed nothing or queued everything.
 
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
@@ -91,6 +97,15 @@ where
     }
 }
 
+/// A completion that holds `shared` until the writer is done with the
+/// request. Every request of a group holds its state this way, so the state
+/// outlives its queued writes even if the handle and the waiting future are
+/// dropped: [`LogStore::group`] then finds it in the registry instead of
+/// loading a disk that is about to change.
+fn keep_alive<C: RaftTypeConfig>(shared: Arc<GroupShared<C>>) -> Completion {
+    Box::new(move |_| drop(shared))
+}
+
 fn write_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
     e.into_storage(ErrorSubject::Logs, ErrorVerb::Write)
 }
@@ -145,6 +160,7 @@ where
         entries: Vec<C::Entry>,
         on_flushed: Completion,
     ) -> Result<(), Error> {
+        let permit = self.store.reserve().await?;
         let (op, write_seq) = self.stage_append(entries)?;
         let shared = self.shared.clone();
         let completion: Completion = Box::new(move |result| {
@@ -153,7 +169,8 @@ where
             }
             on_flushed(result);
         });
-        self.store.submit(op, Some(completion)).await
+        permit.send(op, Some(completion));
+        Ok(())
     }
 
     /// Cuts the logical log at `since`. Returns the write sequence number of
@@ -254,12 +271,15 @@ where
             kind: MetaKind::Vote,
             record,
         };
+        let shared = self.shared.clone();
+        let vote = vote.clone();
+        // Set on the writer thread after the commit, so the group's state
+        // matches the disk even if this future is dropped meanwhile.
+        let on_durable = move || shared.lock().vote = Some(vote);
         self.store
-            .submit_and_wait(op, || {})
+            .submit_and_wait(op, on_durable)
             .await
-            .map_err(write_vote_error)?;
-        self.shared.lock().vote = Some(vote.clone());
-        Ok(())
+            .map_err(write_vote_error)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
@@ -272,14 +292,18 @@ where
     ) -> Result<(), StorageError<C::NodeId>> {
         let record = record::encode(self.meta_key(MetaKind::Committed), &committed)
             .map_err(write_logs_error)?;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
         self.shared.lock().committed = committed;
         let op = WriteOp::PutMeta {
             group_id: self.shared.group_id,
             kind: MetaKind::Committed,
             record,
         };
-        // Not awaited: durable with the next commit of the writer.
-        self.store.submit(op, None).await.map_err(write_logs_error)
+        // Not awaited: durable with the next commit of the writer. The
+        // completion only keeps the group's state alive until then (see
+        // `keep_alive`).
+        permit.send(op, Some(keep_alive(self.shared.clone())));
+        Ok(())
     }
 
     async fn read_committed(
@@ -308,6 +332,7 @@ where
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         let since = log_id.index;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
         let Some(write_seq) = self.stage_truncate(since).map_err(write_logs_error)? else {
             return Ok(());
         };
@@ -327,8 +352,8 @@ where
                 state.truncate_pending = None;
             }
         };
-        self.store
-            .submit_and_wait(op, on_durable)
+        permit
+            .send_and_wait(op, on_durable)
             .await
             .map_err(write_logs_error)
     }
@@ -336,6 +361,7 @@ where
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         let record = record::encode(self.meta_key(MetaKind::LastPurged), &log_id)
             .map_err(write_logs_error)?;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
         if !self.stage_purge(&log_id) {
             return Ok(());
         }
@@ -344,8 +370,9 @@ where
             through: log_id.index,
             record,
         };
-        self.store
-            .submit_and_wait(op, || {})
+        let shared = self.shared.clone();
+        permit
+            .send_and_wait(op, move || drop(shared))
             .await
             .map_err(write_logs_error)
     }

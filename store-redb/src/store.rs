@@ -6,7 +6,8 @@
 //! writes to it (the one exception is [`LogStore::open`], which creates the
 //! tables before the writer starts). Dropping the last handle closes the
 //! channel, waits for the writer to commit what was queued and exit, and
-//! then closes the file.
+//! then closes the file; that wait blocks the dropping thread for at most
+//! the commits still queued.
 //!
 //! The registry maps a group id to a weak reference to that group's shared
 //! state, so a group is loaded from disk once and every handle and reader of
@@ -45,6 +46,12 @@ pub struct LogStoreOptions {
     /// instant instead of walking the whole file. Off by default: one fsync
     /// per commit, and a full repair pass on the first open after a crash.
     pub quick_repair: bool,
+    /// Verify every page checksum of the file at open (redb's
+    /// `set_check_integrity_on_open`), not only after a crash. Reads the
+    /// whole file, so opening takes time proportional to its size; without
+    /// it, redb documents that a file altered behind its back may make the
+    /// open panic instead of failing. Off by default.
+    pub check_integrity_on_open: bool,
 }
 
 /// Default [`LogStoreOptions::write_queue_capacity_requests`].
@@ -64,6 +71,7 @@ impl Default for LogStoreOptions {
             batch_requests_max: BATCH_REQUESTS_MAX_DEFAULT,
             cache_size_bytes: CACHE_SIZE_BYTES_DEFAULT,
             quick_repair: false,
+            check_integrity_on_open: false,
         }
     }
 }
@@ -99,6 +107,11 @@ impl Drop for Inner {
     fn drop(&mut self) {
         drop(self.sender.take());
         if let Some(writer) = self.writer.take() {
+            // Never join from the writer thread itself (a completion dropping
+            // the last handle); it exits on its own once the channel is empty.
+            if writer.thread().id() == std::thread::current().id() {
+                return;
+            }
             if writer.join().is_err() {
                 tracing::error!("store-redb writer thread panicked");
             }
@@ -113,6 +126,7 @@ impl LogStore {
     pub fn open(path: impl AsRef<Path>, options: LogStoreOptions) -> Result<LogStore, Error> {
         let db = Database::builder()
             .set_cache_size(options.cache_size_bytes)
+            .set_check_integrity_on_open(options.check_integrity_on_open)
             .create(path.as_ref())?;
         init_tables(&db)?;
         let db = Arc::new(db);
@@ -250,27 +264,46 @@ impl LogStore {
         &self.inner.db
     }
 
-    /// Queues `op` for the writer; `completion` runs after its commit.
-    pub(crate) async fn submit(
-        &self,
-        op: WriteOp,
-        completion: Option<Completion>,
-    ) -> Result<(), Error> {
+    /// Reserves a slot in the writer's queue, waiting (asynchronously) while
+    /// it is full. Callers reserve BEFORE they change any in-memory state and
+    /// then send without awaiting, so a future dropped at an await point
+    /// leaves no staged change without its queued write.
+    pub(crate) async fn reserve(&self) -> Result<WritePermit<'_>, Error> {
         let sender = self.inner.sender.as_ref().ok_or(Error::WriterStopped)?;
         sender
-            .send(WriteRequest { op, completion })
+            .reserve()
             .await
+            .map(WritePermit)
             .map_err(|_| Error::WriterStopped)
     }
 
-    /// Queues `op` and waits until it is durable. `on_durable` runs on the
-    /// writer thread right after the commit, whether or not this future is
-    /// still awaited.
+    /// Queues `op` and waits until it is durable.
     pub(crate) async fn submit_and_wait(
         &self,
         op: WriteOp,
         on_durable: impl FnOnce() + Send + 'static,
     ) -> Result<(), Error> {
+        self.reserve().await?.send_and_wait(op, on_durable).await
+    }
+}
+
+/// A reserved slot in the writer's queue.
+pub(crate) struct WritePermit<'a>(mpsc::Permit<'a, WriteRequest>);
+
+impl WritePermit<'_> {
+    /// Queues `op`; `completion` runs on the writer thread after its commit.
+    pub(crate) fn send(self, op: WriteOp, completion: Option<Completion>) {
+        self.0.send(WriteRequest { op, completion });
+    }
+
+    /// Queues `op` and returns a future that resolves once it is durable.
+    /// `on_durable` runs on the writer thread right after the commit,
+    /// whether or not the future is still awaited.
+    pub(crate) fn send_and_wait(
+        self,
+        op: WriteOp,
+        on_durable: impl FnOnce() + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<(), Error>> {
         let (tx, rx) = oneshot::channel();
         let completion: Completion = Box::new(move |result: Result<(), Error>| {
             if result.is_ok() {
@@ -279,8 +312,8 @@ impl LogStore {
             // The waiter may have gone away (its future dropped): nothing to tell.
             let _ = tx.send(result);
         });
-        self.submit(op, Some(completion)).await?;
-        rx.await.map_err(|_| Error::WriterStopped)?
+        self.send(op, Some(completion));
+        async move { rx.await.map_err(|_| Error::WriterStopped)? }
     }
 }
 

@@ -289,18 +289,27 @@ async fn requests_of_many_groups_share_one_commit() {
 async fn one_live_handle_per_group_and_removal() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
+    let (flushed, on_flushed) = counter();
+    // Neighbours on both sides of group 5 in key order.
+    for g in [4, 6] {
+        let mut neighbour: GroupLogStore<TestConfig> = store.group(g).unwrap();
+        neighbour
+            .append_with(entries(1, 0..4), on_flushed())
+            .await
+            .unwrap();
+        neighbour.save_vote(&Vote::new(1, 0)).await.unwrap();
+    }
     let mut group: GroupLogStore<TestConfig> = store.group(5).unwrap();
     assert!(matches!(
         store.group::<TestConfig>(5),
         Err(crate::Error::GroupOpen { group_id: 5 })
     ));
-    let (flushed, on_flushed) = counter();
     group
         .append_with(entries(1, 0..4), on_flushed())
         .await
         .unwrap();
     group.save_vote(&Vote::new(1, 0)).await.unwrap();
-    assert_eq!(flushed.load(Ordering::SeqCst), 1);
+    assert_eq!(flushed.load(Ordering::SeqCst), 3);
     assert!(matches!(
         store.remove_group(5).await,
         Err(crate::Error::GroupOpen { group_id: 5 })
@@ -310,10 +319,20 @@ async fn one_live_handle_per_group_and_removal() {
     let mut group: GroupLogStore<TestConfig> = store.group(5).unwrap();
     assert_eq!(group.read_vote().await.unwrap(), Some(Vote::new(1, 0)));
     drop(group);
-    assert_eq!(store.groups().unwrap(), vec![5]);
+    assert_eq!(store.groups().unwrap(), vec![4, 5, 6]);
     store.remove_group(5).await.unwrap();
-    assert_eq!(store.groups().unwrap(), Vec::<u64>::new());
+    assert_eq!(store.groups().unwrap(), vec![4, 6]);
     let mut group: GroupLogStore<TestConfig> = store.group(5).unwrap();
     assert_eq!(group.read_vote().await.unwrap(), None);
     assert_eq!(group.get_log_state().await.unwrap().last_log_id, None);
+    drop(group);
+    drop(store);
+    let store = open(&dir);
+    assert_eq!(store.verify().unwrap().n_entries, 8);
+    for g in [4, 6] {
+        let mut neighbour: GroupLogStore<TestConfig> = store.group(g).unwrap();
+        let got = neighbour.try_get_log_entries(0..10).await.unwrap();
+        assert_eq!(log_ids(&got), log_ids(&entries(1, 0..4)));
+        assert_eq!(neighbour.read_vote().await.unwrap(), Some(Vote::new(1, 0)));
+    }
 }
