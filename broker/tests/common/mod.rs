@@ -411,9 +411,16 @@ impl Raw {
     }
 
     /// Header exchange plus `open` both ways; returns the broker's open.
+    /// Our open is pipelined right behind our header (as Qpid Proton does);
+    /// the step-by-step handshake is covered by amqp_handshake.rs and by
+    /// every fe2o3 connection.
     pub async fn open_with(&mut self, open: Open) -> Open {
-        self.amqp_header().await;
-        self.send(0, Performative::Open(Box::new(open))).await;
+        let mut out = BytesMut::new();
+        out.extend_from_slice(&AMQP_HEADER);
+        encode_amqp_frame(&mut out, 0, &Performative::Open(Box::new(open)), 0);
+        self.write(&out).await;
+        let header = self.read_bytes(8).await;
+        assert_eq!(header, AMQP_HEADER, "broker answers with the AMQP header");
         match self.performative().await {
             (0, Performative::Open(open), _) => *open,
             other => panic!("expected the broker's open, got {other:?}"),
