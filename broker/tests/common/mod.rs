@@ -715,3 +715,48 @@ impl Raw {
         }
     }
 }
+
+impl Raw {
+    /// Write one SASL frame.
+    pub async fn send_sasl(&mut self, frame: broker::codec::SaslFrame) {
+        let mut out = BytesMut::new();
+        broker::codec::frame::encode_sasl_frame(&mut out, &frame);
+        self.write(&out).await;
+    }
+
+    /// The next SASL frame.
+    pub async fn sasl_frame(&mut self) -> broker::codec::SaslFrame {
+        match self.frame().await.body {
+            FrameBody::Sasl(sasl) => sasl,
+            other => panic!("expected a SASL frame, got {other:?}"),
+        }
+    }
+
+    /// SASL header out, SASL header and mechanisms back; returns the
+    /// offered mechanisms.
+    pub async fn sasl_start(&mut self) -> Vec<String> {
+        self.write(&broker::codec::frame::SASL_HEADER).await;
+        let header = self.read_bytes(8).await;
+        assert_eq!(header, broker::codec::frame::SASL_HEADER, "SASL header answered");
+        match self.sasl_frame().await {
+            broker::codec::SaslFrame::Mechanisms(m) => {
+                m.mechanisms.into_iter().map(|s| s.0).collect()
+            }
+            other => panic!("expected sasl-mechanisms, got {other:?}"),
+        }
+    }
+
+    /// Send sasl-init and return the outcome's code.
+    pub async fn sasl_init(&mut self, mechanism: &str, response: Option<&[u8]>) -> broker::codec::SaslCode {
+        self.send_sasl(broker::codec::SaslFrame::Init(broker::codec::SaslInit {
+            mechanism: broker::codec::Symbol::from(mechanism),
+            initial_response: response.map(Bytes::copy_from_slice),
+            hostname: None,
+        }))
+        .await;
+        match self.sasl_frame().await {
+            broker::codec::SaslFrame::Outcome(o) => o.code,
+            other => panic!("expected sasl-outcome, got {other:?}"),
+        }
+    }
+}
