@@ -72,7 +72,10 @@ async fn queues_are_created_on_first_attach() {
     let addresses: Vec<String> = broker.queues().into_iter().map(|q| q.address).collect();
     assert_eq!(
         addresses,
-        vec!["/queues/made-by-consumer".to_string(), "/queues/made-by-publisher".to_string()]
+        vec![
+            "/queues/made-by-consumer".to_string(),
+            "/queues/made-by-publisher".to_string()
+        ]
     );
     step("close rx", rx.close()).await.unwrap();
     step("close tx", tx.close()).await.unwrap();
@@ -95,7 +98,11 @@ async fn refusals_on_the_wire() {
         refused_on_the_wire(&broker, role, "/topics/news", condition::NOT_FOUND).await;
     }
     let names: Vec<String> = broker.queues().into_iter().map(|q| q.address).collect();
-    assert_eq!(names, vec!["/queues/declared".to_string()], "nothing auto-created");
+    assert_eq!(
+        names,
+        vec!["/queues/declared".to_string()],
+        "nothing auto-created"
+    );
     stop(broker).await;
 }
 

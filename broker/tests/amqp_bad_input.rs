@@ -47,7 +47,11 @@ async fn garbage_bytes_get_our_header_and_a_closed_socket() {
     let mut bystander = Bystander::connect(&broker, "garbage").await;
     refused_header(&broker, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
     // Something like a TLS ClientHello.
-    refused_header(&broker, &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03]).await;
+    refused_header(
+        &broker,
+        &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03],
+    )
+    .await;
     refused_header(&broker, &[0u8; 64]).await;
     refused_header(&broker, &[0xff; 4096]).await;
     others_unaffected(&broker, &mut bystander, "after-garbage").await;

@@ -91,17 +91,30 @@ async fn drain_on_the_wire() {
     raw.send(0, Performative::Flow(credit_flow(1, 0, 10, true)))
         .await;
     let (transfers, flow) = transfers_then_flow(&mut raw, 1).await;
-    assert_eq!(transfers, 3, "all queued messages come before the drain answer");
+    assert_eq!(
+        transfers, 3,
+        "all queued messages come before the drain answer"
+    );
     assert_eq!(flow.link_credit, Some(0), "{flow:?}");
-    assert_eq!(flow.delivery_count, Some(10), "delivery-count advanced by the credit");
+    assert_eq!(
+        flow.delivery_count,
+        Some(10),
+        "delivery-count advanced by the credit"
+    );
     assert!(flow.drain, "the answer echoes drain");
-    assert!(started.elapsed() < Duration::from_secs(1), "drain completes promptly");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "drain completes promptly"
+    );
 
     // The drained credit is gone: a new message waits in the queue.
     raw.attach_publisher(0, 2, "drain").await;
     raw.publish(0, 2, 3, &text_message("late")).await;
     let quiet = tokio::time::timeout(Duration::from_millis(300), raw.performative()).await;
-    assert!(quiet.is_err(), "delivered without credit after drain: {quiet:?}");
+    assert!(
+        quiet.is_err(),
+        "delivered without credit after drain: {quiet:?}"
+    );
     assert_eq!(depth(&broker, "drain").map(|d| d.0), Some(1));
 
     // Drain again on what is now a queue with 1 message and 0 credit,
@@ -160,7 +173,12 @@ async fn fe2o3_drain_takes_what_is_queued_and_ends_the_credit() {
     // A round trip on the same session: the broker has handled the drain.
     let mut tx2 = attach_sender(&mut session, "tx2", "drain-fe").await;
     send_text(&mut tx2, "after drain").await;
-    expect_nothing(&mut rx, Duration::from_millis(300), "drain used up the credit").await;
+    expect_nothing(
+        &mut rx,
+        Duration::from_millis(300),
+        "drain used up the credit",
+    )
+    .await;
     assert_eq!(depth(&broker, "drain-fe").map(|d| d.0), Some(1));
     step("credit 1", rx.set_credit(1)).await.unwrap();
     let (delivery, text) = recv_text(&mut rx).await;
@@ -174,7 +192,12 @@ async fn fe2o3_drain_takes_what_is_queued_and_ends_the_credit() {
     let tx3 = attach_sender(&mut session, "tx3", "drain-fe").await;
     step("close tx3", tx3.close()).await.unwrap();
     send_text(&mut tx2, "after empty drain").await;
-    expect_nothing(&mut rx, Duration::from_millis(300), "empty drain used up the credit").await;
+    expect_nothing(
+        &mut rx,
+        Duration::from_millis(300),
+        "empty drain used up the credit",
+    )
+    .await;
     step("close", connection.close()).await.unwrap();
     stop(broker).await;
 }

@@ -45,7 +45,10 @@ async fn amqp_header_after_sasl_is_answered_before_open_is_sent() {
     let broker = start().await;
     let mut raw = Raw::connect(broker.local_addr()).await;
     let mechanisms = raw.sasl_start().await;
-    assert!(mechanisms.iter().any(|m| m == "ANONYMOUS"), "{mechanisms:?}");
+    assert!(
+        mechanisms.iter().any(|m| m == "ANONYMOUS"),
+        "{mechanisms:?}"
+    );
     assert_eq!(raw.sasl_init("ANONYMOUS", None).await, SaslCode::Ok);
     header_then_open(&mut raw).await;
     drop(raw);

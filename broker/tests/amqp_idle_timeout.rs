@@ -71,7 +71,10 @@ async fn fe2o3_with_idle_timeout_stays_open_while_idle() {
     let mut tx = attach_sender(&mut session, "tx", "idle").await;
     let mut rx = attach_receiver(&mut session, "rx", "idle", 1).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!connection.is_closed(), "fe2o3 dropped the connection as idle");
+    assert!(
+        !connection.is_closed(),
+        "fe2o3 dropped the connection as idle"
+    );
     send_text(&mut tx, "after 3 s of silence").await;
     let (delivery, text) = recv_text(&mut rx).await;
     assert_eq!(text, "after 3 s of silence");
@@ -88,7 +91,11 @@ async fn silent_client_is_closed_with_resource_limit_exceeded() {
     let broker = start_with(|c| c.limits.idle_timeout_ms = 500).await;
     let mut raw = Raw::connect(broker.local_addr()).await;
     let theirs = raw.open().await;
-    assert_eq!(theirs.idle_time_out, Some(500), "the broker announces its time-out");
+    assert_eq!(
+        theirs.idle_time_out,
+        Some(500),
+        "the broker announces its time-out"
+    );
     raw.begin(0).await;
     let silent_since = Instant::now();
     within(
@@ -118,7 +125,9 @@ async fn heartbeating_client_is_kept_open() {
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(1500) {
         raw.write(&heartbeat).await;
-        if let Ok(read) = tokio::time::timeout(Duration::from_millis(150), raw.read_within(STEP)).await {
+        if let Ok(read) =
+            tokio::time::timeout(Duration::from_millis(150), raw.read_within(STEP)).await
+        {
             panic!("unexpected from the broker while heartbeating: {read:?}");
         }
     }

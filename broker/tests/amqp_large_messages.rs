@@ -77,10 +77,7 @@ async fn raw_frames_respect_max_frame_size_and_reassemble() {
     raw.attach_publisher(0, 0, "frames").await;
 
     // Publish a 20 kB message split by us into 100-byte chunks.
-    let message = encode(&[section(
-        0x75,
-        Value::Binary(Bytes::from(pattern(20_000))),
-    )]);
+    let message = encode(&[section(0x75, Value::Binary(Bytes::from(pattern(20_000))))]);
     let chunks: Vec<&[u8]> = message.chunks(100).collect();
     for (i, chunk) in chunks.iter().enumerate() {
         let last = i + 1 == chunks.len();
@@ -137,7 +134,9 @@ async fn fe2o3_sees_the_advertised_max_message_size() {
     let mut session = begin_session(&mut connection).await;
     let mut tx = attach_sender(&mut session, "tx", "mms").await;
     assert_eq!(tx.max_message_size(), Some(1024));
-    let big = Message::builder().data(Binary::from(vec![1u8; 4096])).build();
+    let big = Message::builder()
+        .data(Binary::from(vec![1u8; 4096]))
+        .build();
     match step("oversized send", tx.send(big)).await {
         Err(SendError::MessageSizeExceeded(e)) => assert_eq!(e.max_size, 1024),
         other => panic!("expected a local message-size error, got {other:?}"),
@@ -182,7 +181,11 @@ async fn still_publishes(raw: &mut Raw, broker: &broker::Broker, handle: u32) {
     let small = text_message("fits");
     let disposition = raw.publish(0, handle, 100, &small).await;
     assert_eq!(disposition.state, Some(DeliveryState::Accepted));
-    assert_eq!(depth(broker, "mms"), Some((1, 0, 0)), "only the small message is queued");
+    assert_eq!(
+        depth(broker, "mms"),
+        Some((1, 0, 0)),
+        "only the small message is queued"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,26 +45,52 @@ async fn released_and_modified_delivery_counts() {
     step("release", rx.release(&d)).await.unwrap();
     step("credit", rx.set_credit(1)).await.unwrap();
     let d = recv(&mut rx).await;
-    assert_eq!(body_text(d.message()).as_deref(), Some("first"), "released goes first");
-    assert_eq!(header_delivery_count(d.message()), 0, "released keeps the count");
+    assert_eq!(
+        body_text(d.message()).as_deref(),
+        Some("first"),
+        "released goes first"
+    );
+    assert_eq!(
+        header_delivery_count(d.message()),
+        0,
+        "released keeps the count"
+    );
 
     // modified{delivery-failed}: count + 1, in the header of the redelivery.
-    step("modify", rx.modify(&d, modified(true, false))).await.unwrap();
+    step("modify", rx.modify(&d, modified(true, false)))
+        .await
+        .unwrap();
     step("credit", rx.set_credit(1)).await.unwrap();
     let d = recv(&mut rx).await;
     assert_eq!(body_text(d.message()).as_deref(), Some("first"));
-    let header = d.message().header.clone().expect("redelivery carries a header");
-    assert_eq!(header.delivery_count, 1, "delivery-failed counts an attempt");
-    assert!(!header.first_acquirer, "a redelivery is not a first acquisition");
+    let header = d
+        .message()
+        .header
+        .clone()
+        .expect("redelivery carries a header");
+    assert_eq!(
+        header.delivery_count, 1,
+        "delivery-failed counts an attempt"
+    );
+    assert!(
+        !header.first_acquirer,
+        "a redelivery is not a first acquisition"
+    );
 
     // released again: the count stays at 1.
     step("release", rx.release(&d)).await.unwrap();
     step("credit", rx.set_credit(1)).await.unwrap();
     let d = recv(&mut rx).await;
-    assert_eq!(header_delivery_count(d.message()), 1, "released keeps the count");
+    assert_eq!(
+        header_delivery_count(d.message()),
+        1,
+        "released keeps the count"
+    );
 
     // modified without delivery-failed: unchanged too.
-    step("modify", rx.modify(&d, modified(false, false))).await.unwrap();
+    step("modify", rx.modify(&d, modified(false, false)))
+        .await
+        .unwrap();
     step("credit", rx.set_credit(1)).await.unwrap();
     let d = recv(&mut rx).await;
     assert_eq!(header_delivery_count(d.message()), 1);
@@ -72,7 +98,9 @@ async fn released_and_modified_delivery_counts() {
     // Twice more failed: 2, then 3.
     let mut d = d;
     for expected in [2, 3] {
-        step("modify", rx.modify(&d, modified(true, false))).await.unwrap();
+        step("modify", rx.modify(&d, modified(true, false)))
+            .await
+            .unwrap();
         step("credit", rx.set_credit(1)).await.unwrap();
         d = recv(&mut rx).await;
         assert_eq!(header_delivery_count(d.message()), expected);
@@ -96,23 +124,44 @@ async fn delivery_failed_counts_on_top_of_the_published_header() {
     let mut session = begin_session(&mut connection).await;
     let mut tx = attach_sender(&mut session, "tx", "pc").await;
     let sent = Message::builder()
-        .header(Header::builder().durable(true).priority(6).delivery_count(5).build())
-        .properties(Properties::builder().message_id("keep-me".to_string()).subject("s").build())
+        .header(
+            Header::builder()
+                .durable(true)
+                .priority(6)
+                .delivery_count(5)
+                .build(),
+        )
+        .properties(
+            Properties::builder()
+                .message_id("keep-me".to_string())
+                .subject("s")
+                .build(),
+        )
         .value("payload".to_string())
         .build();
     let outcome = step("send", tx.send(sent.clone())).await.unwrap();
     assert!(outcome.is_accepted());
     let mut rx = attach_receiver(&mut session, "rx", "pc", 1).await;
     let d = recv(&mut rx).await;
-    assert_eq!(header_delivery_count(d.message()), 5, "published count is kept");
-    step("modify", rx.modify(&d, modified(true, false))).await.unwrap();
+    assert_eq!(
+        header_delivery_count(d.message()),
+        5,
+        "published count is kept"
+    );
+    step("modify", rx.modify(&d, modified(true, false)))
+        .await
+        .unwrap();
     step("credit", rx.set_credit(1)).await.unwrap();
     let d = recv(&mut rx).await;
     let header = d.message().header.clone().expect("header");
     assert_eq!(header.delivery_count, 6);
     assert!(header.durable, "other header fields are kept");
     assert_eq!(header.priority.0, 6);
-    assert_eq!(d.message().properties, sent.properties, "the rest is untouched");
+    assert_eq!(
+        d.message().properties,
+        sent.properties,
+        "the rest is untouched"
+    );
     assert_eq!(body_text(d.message()).as_deref(), Some("payload"));
     step("accept", rx.accept(&d)).await.unwrap();
     step("close", connection.close()).await.unwrap();
@@ -144,7 +193,11 @@ async fn undeliverable_here_goes_to_the_other_consumer() {
     step("credit", second.set_credit(1)).await.unwrap();
     let d = recv(&mut second).await;
     assert_eq!(body_text(d.message()).as_deref(), Some("not for me"));
-    assert_eq!(header_delivery_count(d.message()), 0, "no failed attempt counted");
+    assert_eq!(
+        header_delivery_count(d.message()),
+        0,
+        "no failed attempt counted"
+    );
     step("accept", second.accept(&d)).await.unwrap();
 
     // Other messages still reach the first consumer.
@@ -240,7 +293,9 @@ async fn competing_consumers_share_the_queue() {
     let mut counts = Vec::new();
     for task in tasks {
         let (mut connection, _session, _rx, got) =
-            within(Duration::from_secs(20), "consumer task", task).await.unwrap();
+            within(Duration::from_secs(20), "consumer task", task)
+                .await
+                .unwrap();
         // Each consumer sees its share in queue order.
         let mut sorted = got.clone();
         sorted.sort();
@@ -249,10 +304,16 @@ async fn competing_consumers_share_the_queue() {
         all.extend(got);
         step("close consumer", connection.close()).await.unwrap();
     }
-    assert!(counts.iter().all(|c| *c > 0), "both consumers get messages: {counts:?}");
+    assert!(
+        counts.iter().all(|c| *c > 0),
+        "both consumers get messages: {counts:?}"
+    );
     assert_eq!(all.len(), N, "no duplicates, nothing lost: {counts:?}");
     let unique: BTreeSet<_> = all.into_iter().collect();
-    assert_eq!(unique, (0..N).map(|i| format!("{i:03}")).collect::<BTreeSet<_>>());
+    assert_eq!(
+        unique,
+        (0..N).map(|i| format!("{i:03}")).collect::<BTreeSet<_>>()
+    );
     step("close", connection.close()).await.unwrap();
     stop(broker).await;
 }
@@ -278,17 +339,27 @@ async fn take_unsettled(rx: &mut Receiver, n: usize) {
 
 /// A new consumer gets all `n` messages, in order, with delivery-count 0.
 async fn expect_all_redelivered(broker: &broker::Broker, queue: &str, n: usize) {
-    eventually(Duration::from_secs(5), "nothing left out with a consumer", || {
-        depth(broker, queue).map(|d| (d.0, d.1)) == Some((n, 0))
-    })
+    eventually(
+        Duration::from_secs(5),
+        "nothing left out with a consumer",
+        || depth(broker, queue).map(|d| (d.0, d.1)) == Some((n, 0)),
+    )
     .await;
     let mut connection = connect(broker, &format!("again-{queue}")).await;
     let mut session = begin_session(&mut connection).await;
     let mut rx = attach_receiver(&mut session, "again", queue, n as u32 + 5).await;
     for i in 0..n {
         let d = recv(&mut rx).await;
-        assert_eq!(body_text(d.message()), Some(format!("{i}")), "redelivery order");
-        assert_eq!(header_delivery_count(d.message()), 0, "count unchanged by requeue");
+        assert_eq!(
+            body_text(d.message()),
+            Some(format!("{i}")),
+            "redelivery order"
+        );
+        assert_eq!(
+            header_delivery_count(d.message()),
+            0,
+            "count unchanged by requeue"
+        );
         step("accept", rx.accept(&d)).await.unwrap();
     }
     expect_nothing(&mut rx, Duration::from_millis(200), "each exactly once").await;

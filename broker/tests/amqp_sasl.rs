@@ -25,13 +25,21 @@ fn users_only(config: &mut BrokerConfig) {
     }];
 }
 
-async fn open_with_profile(broker: &broker::Broker, profile: Option<SaslProfile>) -> Result<Conn, OpenError> {
+async fn open_with_profile(
+    broker: &broker::Broker,
+    profile: Option<SaslProfile>,
+) -> Result<Conn, OpenError> {
     let builder = Connection::builder().container_id("sasl-client");
     let builder = match profile {
         Some(profile) => builder.sasl_profile(profile),
         None => builder,
     };
-    within(Duration::from_secs(10), "fe2o3 open", builder.open(broker.url().as_str())).await
+    within(
+        Duration::from_secs(10),
+        "fe2o3 open",
+        builder.open(broker.url().as_str()),
+    )
+    .await
 }
 
 fn plain(username: &str, password: &str) -> Option<SaslProfile> {
@@ -60,9 +68,12 @@ async fn plain_with_the_right_password_connects() {
     let broker = start_with(users_only).await;
     // Credentials in the URL, the usual way.
     let url = format!("amqp://alice:s3cret@{}", broker.local_addr());
-    let mut connection = step("open with URL credentials", Connection::open("url-creds", url.as_str()))
-        .await
-        .expect("PLAIN with the right password connects");
+    let mut connection = step(
+        "open with URL credentials",
+        Connection::open("url-creds", url.as_str()),
+    )
+    .await
+    .expect("PLAIN with the right password connects");
     round_trip(&mut connection, "plain-url").await;
     step("close", connection.close()).await.unwrap();
 
@@ -78,10 +89,18 @@ async fn plain_with_the_right_password_connects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_with_a_wrong_password_fails() {
     let broker = start_with(users_only).await;
-    for (user, password) in [("alice", "wrong"), ("alice", "s3cre"), ("mallory", "s3cret")] {
+    for (user, password) in [
+        ("alice", "wrong"),
+        ("alice", "s3cre"),
+        ("mallory", "s3cret"),
+    ] {
         match open_with_profile(&broker, plain(user, password)).await {
             Err(OpenError::SaslError { code, .. }) => {
-                assert_eq!(code, fe2o3_amqp::types::sasl::SaslCode::Auth, "{user}/{password}")
+                assert_eq!(
+                    code,
+                    fe2o3_amqp::types::sasl::SaslCode::Auth,
+                    "{user}/{password}"
+                )
             }
             Err(other) => panic!("expected a SASL auth failure, got {other:?}"),
             Ok(_) => panic!("{user}/{password} must not connect"),
@@ -91,8 +110,15 @@ async fn plain_with_a_wrong_password_fails() {
     // On the wire: outcome code 1 (auth), then the socket closes.
     let mut raw = Raw::connect(broker.local_addr()).await;
     let mechanisms = raw.sasl_start().await;
-    assert_eq!(mechanisms, vec!["PLAIN".to_string()], "only PLAIN is offered");
-    assert_eq!(raw.sasl_init("PLAIN", Some(b"\0alice\0nope")).await, SaslCode::Auth);
+    assert_eq!(
+        mechanisms,
+        vec!["PLAIN".to_string()],
+        "only PLAIN is offered"
+    );
+    assert_eq!(
+        raw.sasl_init("PLAIN", Some(b"\0alice\0nope")).await,
+        SaslCode::Auth
+    );
     raw.expect_eof().await;
 
     // The right password still works afterwards.
@@ -124,7 +150,10 @@ async fn anonymous_refused_when_disabled() {
     // On the wire: not offered, and refused if tried anyway.
     let mut raw = Raw::connect(broker.local_addr()).await;
     let mechanisms = raw.sasl_start().await;
-    assert!(!mechanisms.iter().any(|m| m == "ANONYMOUS"), "{mechanisms:?}");
+    assert!(
+        !mechanisms.iter().any(|m| m == "ANONYMOUS"),
+        "{mechanisms:?}"
+    );
     assert_ne!(raw.sasl_init("ANONYMOUS", None).await, SaslCode::Ok);
     raw.expect_eof().await;
 
@@ -156,7 +185,10 @@ async fn anonymous_and_plain_both_work_when_allowed() {
     let mut raw = Raw::connect(broker.local_addr()).await;
     let mut mechanisms = raw.sasl_start().await;
     mechanisms.sort();
-    assert_eq!(mechanisms, vec!["ANONYMOUS".to_string(), "PLAIN".to_string()]);
+    assert_eq!(
+        mechanisms,
+        vec!["ANONYMOUS".to_string(), "PLAIN".to_string()]
+    );
     drop(raw);
     stop(broker).await;
 }

@@ -48,7 +48,12 @@ async fn three_brokers_serve_independently() {
             assert_eq!(text, format!("broker {i} message {n}"));
             step("accept", rx.accept(&delivery)).await.unwrap();
         }
-        expect_nothing(&mut rx, Duration::from_millis(100), "only this broker's messages").await;
+        expect_nothing(
+            &mut rx,
+            Duration::from_millis(100),
+            "only this broker's messages",
+        )
+        .await;
         step("close rx", rx.close()).await.unwrap();
     }
 
@@ -104,14 +109,21 @@ async fn shutdown_closes_clients_and_frees_the_port() {
         "shutdown took {:?}",
         started.elapsed()
     );
-    assert!(closed.is_err(), "closed by the broker with an error: {closed:?}");
+    assert!(
+        closed.is_err(),
+        "closed by the broker with an error: {closed:?}"
+    );
     assert!(received.is_err(), "the pending receive fails: {received:?}");
     drop(session);
 
     // The port is free: nothing answers, and it can be bound again.
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
     let rebound = tokio::net::TcpListener::bind(addr).await;
-    assert!(rebound.is_ok(), "port {} can be bound again: {rebound:?}", addr.port());
+    assert!(
+        rebound.is_ok(),
+        "port {} can be bound again: {rebound:?}",
+        addr.port()
+    );
     // The temporary data directory is gone with the broker.
     assert!(!data_dir.exists(), "{} was removed", data_dir.display());
 }

@@ -737,7 +737,11 @@ impl Raw {
     pub async fn sasl_start(&mut self) -> Vec<String> {
         self.write(&broker::codec::frame::SASL_HEADER).await;
         let header = self.read_bytes(8).await;
-        assert_eq!(header, broker::codec::frame::SASL_HEADER, "SASL header answered");
+        assert_eq!(
+            header,
+            broker::codec::frame::SASL_HEADER,
+            "SASL header answered"
+        );
         match self.sasl_frame().await {
             broker::codec::SaslFrame::Mechanisms(m) => {
                 m.mechanisms.into_iter().map(|s| s.0).collect()
@@ -747,7 +751,11 @@ impl Raw {
     }
 
     /// Send sasl-init and return the outcome's code.
-    pub async fn sasl_init(&mut self, mechanism: &str, response: Option<&[u8]>) -> broker::codec::SaslCode {
+    pub async fn sasl_init(
+        &mut self,
+        mechanism: &str,
+        response: Option<&[u8]>,
+    ) -> broker::codec::SaslCode {
         self.send_sasl(broker::codec::SaslFrame::Init(broker::codec::SaslInit {
             mechanism: broker::codec::Symbol::from(mechanism),
             initial_response: response.map(Bytes::copy_from_slice),
