@@ -149,6 +149,16 @@ async fn drain_on_an_empty_queue_completes_at_once() {
     assert_eq!(flow.link_credit, Some(0));
     assert_eq!(flow.delivery_count, Some(5));
     assert!(started.elapsed() < Duration::from_secs(1));
+
+    // The credit is really gone: a message published now stays queued.
+    raw.attach_publisher(0, 1, "empty").await;
+    raw.publish(0, 1, 0, &text_message("after the drain")).await;
+    let quiet = tokio::time::timeout(Duration::from_millis(300), raw.performative()).await;
+    assert!(
+        quiet.is_err(),
+        "delivered without credit after drain: {quiet:?}"
+    );
+    assert_eq!(depth(&broker, "empty"), Some((1, 0, 1)));
     drop(raw);
     stop(broker).await;
 }

@@ -103,7 +103,8 @@ pub type AnyBody = Body<FeValue>;
 
 /// Open an anonymous (no SASL) connection.
 pub async fn connect(broker: &Broker, id: &str) -> Conn {
-    step(
+    within(
+        Duration::from_secs(5),
         "fe2o3 connection open",
         Connection::open(id.to_string(), broker.url().as_str()),
     )
