@@ -1,7 +1,7 @@
 //! Guards address resolution and clean link refusal: `/queues/<name>` is
 //! auto-created on first attach (or, with `queues.auto_create` off, refused
-//! with amqp:not-found unless declared); `/quorum/<name>` is refused with
-//! amqp:not-implemented; other addresses with amqp:not-found. A refusal is
+//! with amqp:not-found unless declared); so is an unknown `/quorum/<name>`
+//! when auto-create is off; other addresses get amqp:not-found. A refusal is
 //! an attach with a null terminus followed by a closing detach carrying the
 //! error, and the client's answering detach is accepted: the connection and
 //! session carry on.
@@ -94,7 +94,7 @@ async fn refusals_on_the_wire() {
     // Our role Receiver: the broker would send (consumer); Sender: publisher.
     for role in [Role::Receiver, Role::Sender] {
         refused_on_the_wire(&broker, role, "/queues/unknown", condition::NOT_FOUND).await;
-        refused_on_the_wire(&broker, role, "/quorum/orders", condition::NOT_IMPLEMENTED).await;
+        refused_on_the_wire(&broker, role, "/quorum/orders", condition::NOT_FOUND).await;
         refused_on_the_wire(&broker, role, "/topics/news", condition::NOT_FOUND).await;
     }
     let names: Vec<String> = broker.queues().into_iter().map(|q| q.address).collect();
@@ -141,7 +141,7 @@ async fn fe2o3_refusals_leave_the_connection_usable() {
         c.queues.declare = vec!["declared".into()];
     })
     .await;
-    fe2o3_refused(&broker, "/quorum/orders", "NotImplemented").await;
+    fe2o3_refused(&broker, "/quorum/orders", "NotFound").await;
     fe2o3_refused(&broker, "/queues/unknown", "NotFound").await;
     // (A refused consumer is checked on the wire in refusals_on_the_wire.)
     stop(broker).await;
