@@ -53,8 +53,9 @@ pub struct Limits {
     pub channel_max: u16,
     /// Highest link handle we accept per session (handle-max in `begin`).
     pub handle_max: u32,
-    /// Idle time-out we announce; a peer silent for this long is closed
-    /// with amqp:resource-limit-exceeded. 0 disables it.
+    /// A peer silent for this long is closed with
+    /// amqp:resource-limit-exceeded; we announce half of it as our
+    /// idle-time-out (transport 2.4.5). 0 disables it.
     pub idle_timeout_ms: u32,
     /// Time a new connection has to finish the protocol header, SASL and
     /// `open` exchange before it is dropped.

@@ -153,7 +153,10 @@ impl Connection {
             hostname: None,
             max_frame_size: limits.max_frame_size_bytes,
             channel_max: limits.channel_max,
-            idle_time_out: (limits.idle_timeout_ms > 0).then_some(limits.idle_timeout_ms),
+            // Half the real threshold, as transport 2.4.5 advises, so a
+            // peer that heartbeats at the announced period is never late.
+            idle_time_out: (limits.idle_timeout_ms > 0)
+                .then_some((limits.idle_timeout_ms / 2).max(1)),
             outgoing_locales: Vec::new(),
             incoming_locales: Vec::new(),
             offered_capabilities: Vec::new(),
@@ -229,6 +232,27 @@ impl Connection {
         let mut last_write = Instant::now();
         let max_frame = limits.max_frame_size_bytes;
         loop {
+            // Frames may already be buffered: pipelined behind `open`, or
+            // several in one read.
+            while let Some(frame) = decode_frame(&mut self.buf, max_frame)? {
+                match frame.body {
+                    FrameBody::Amqp {
+                        performative,
+                        payload,
+                    } => {
+                        if let Performative::Attach(attach) = &performative {
+                            self.prepare_queue(attach).await;
+                        }
+                        state.on_frame(frame.channel, performative, payload, &mut self.out)?;
+                    }
+                    FrameBody::Empty => {}
+                    FrameBody::Sasl(_) => {
+                        return Err(ConnectionError::illegal_state(
+                            "SASL frame after the SASL layer",
+                        ));
+                    }
+                }
+            }
             state.finish_batch(&mut self.out);
             if !self.out.is_empty() {
                 self.out.flush(&mut self.stream).await?;
@@ -245,22 +269,6 @@ impl Connection {
                         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
                     }
                     last_read = Instant::now();
-                    while let Some(frame) = decode_frame(&mut self.buf, max_frame)? {
-                        match frame.body {
-                            FrameBody::Amqp { performative, payload } => {
-                                if let Performative::Attach(attach) = &performative {
-                                    self.prepare_queue(attach).await;
-                                }
-                                state.on_frame(frame.channel, performative, payload, &mut self.out)?;
-                            }
-                            FrameBody::Empty => {}
-                            FrameBody::Sasl(_) => {
-                                return Err(ConnectionError::illegal_state(
-                                    "SASL frame after the SASL layer",
-                                ));
-                            }
-                        }
-                    }
                 }
                 Some(event) = events.recv() => {
                     state.on_queue_event(event, &mut self.out)?;

@@ -294,6 +294,10 @@ impl Queue for QuorumQueue {
         let _ = self.settles.send((message, kind));
     }
 
+    fn undeliver(&self, consumer: ConsumerId, message: MessageId) {
+        self.shared.lock().dispatcher.undeliver(consumer, message);
+    }
+
     fn unsubscribe(&self, consumer: ConsumerId) {
         self.shared.lock().dispatcher.unsubscribe(consumer);
     }

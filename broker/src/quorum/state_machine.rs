@@ -82,9 +82,7 @@ fn encode_file(
     Ok(file)
 }
 
-fn decode_file(
-    file: &[u8],
-) -> Result<(Meta, &[u8]), StorageError<NodeId>> {
+fn decode_file(file: &[u8]) -> Result<(Meta, &[u8]), StorageError<NodeId>> {
     let corrupt = || read_error(Corrupt("snapshot file truncated".into()));
     let len_bytes: [u8; 4] = file
         .get(..4)
