@@ -1,0 +1,92 @@
+//! The daemon's life cycle: start the broker, announce readiness on stdout,
+//! wait for SIGINT or SIGTERM, shut down gracefully.
+
+use std::io::Write;
+
+use anyhow::Context;
+use broker::{Broker, BrokerConfig, BrokerError};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+
+/// Why a run ended badly; `main` turns it into an exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// The configuration was rejected by the broker (exit code 2).
+    Config(String),
+    /// Anything else: bind failure, data directory, signal set-up
+    /// (exit code 1).
+    Runtime(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        Failure::Runtime(error)
+    }
+}
+
+/// SIGINT and SIGTERM streams.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    /// Wait for the next SIGINT or SIGTERM and return its name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+}
+
+/// Run one broker node until a signal stops it.
+pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
+    // Handlers go in before the readiness line: a supervisor (or a test)
+    // may send SIGTERM the moment it reads that line, and the default
+    // action would kill the process without a graceful shutdown.
+    let mut signals = Signals::install()?;
+
+    let broker = Broker::start(config).await.map_err(|error| match error {
+        BrokerError::Config(message) => Failure::Config(message),
+        other => Failure::Runtime(anyhow::Error::new(other).context("starting the broker")),
+    })?;
+    tracing::info!(
+        addr = %broker.local_addr(),
+        data_dir = %broker.data_dir().display(),
+        "ramqp-brokerd ready"
+    );
+    announce(&broker);
+
+    let name = signals.next().await;
+    tracing::info!(signal = name, "shutting down: closing connections");
+    tokio::select! {
+        () = broker.shutdown() => {}
+        // An operator pressing Ctrl-C twice wants out now, not after the
+        // grace period.
+        second = signals.next() => {
+            tracing::warn!(signal = second, "second signal: exiting without waiting");
+            return Err(Failure::Runtime(anyhow::anyhow!("interrupted during shutdown")));
+        }
+    }
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// Print the one stdout line scripts wait for and flush it right away:
+/// stdout to a pipe is block-buffered and the reader would hang.
+fn announce(broker: &Broker) {
+    let mut stdout = std::io::stdout().lock();
+    let written = writeln!(stdout, "ramqp-brokerd listening on {}", broker.local_addr())
+        .and_then(|()| stdout.flush());
+    if let Err(error) = written {
+        // Nobody reading stdout (closed pipe) must not stop the broker.
+        tracing::warn!(%error, "cannot write the readiness line to stdout");
+    }
+}
