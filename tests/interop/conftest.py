@@ -9,6 +9,7 @@ extra flags; its port is learnt from the one line it prints on stdout once
 it listens. On teardown it gets SIGTERM and must exit 0 within a bound.
 """
 
+import gc
 import os
 import select
 import shutil
@@ -60,6 +61,10 @@ class BrokerProcess:
             str(self.data_dir),
             *extra_args,
         ]
+        # For debugging a failure: RAMQP_INTEROP_LOG_LEVEL=debug pytest ...
+        log_level = os.environ.get("RAMQP_INTEROP_LOG_LEVEL")
+        if log_level:
+            self.args += ["--log-level", log_level]
         env = dict(os.environ)
         # Flags are the whole configuration of a test broker: a RAMQP_*
         # variable leaking in from the caller's shell must not change it.
@@ -112,6 +117,16 @@ class BrokerProcess:
             return "(no stderr)"
         return "--- ramqp-brokerd stderr (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
 
+    def panics(self):
+        """The panic messages in the broker's stderr, if any."""
+        self._stderr.flush()
+        lines = self.stderr_path.read_text(errors="replace").splitlines()
+        return [
+            "\n".join(lines[i:i + 2])
+            for i, line in enumerate(lines)
+            if "panicked at" in line
+        ]
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 
@@ -119,6 +134,14 @@ class BrokerProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def wait_exit(self) -> int:
+        """Wait (bounded) for an exit already under way; no signal sent."""
+        try:
+            return self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            pytest.fail(f"ramqp-brokerd did not exit within {STOP_TIMEOUT_S}s\n{self.stderr_tail()}")
 
     def stop(self) -> int:
         """SIGTERM, then wait (bounded) for the exit code."""
@@ -157,6 +180,11 @@ def start_broker():
             code = broker.stop()
             if code != 0:
                 failures.append(f"ramqp-brokerd exited with {code} after SIGTERM\n{broker.stderr_tail()}")
+            panics = broker.panics()
+            if panics:
+                # A panicking connection task does not end the process, so
+                # the exit code alone would hide it.
+                failures.append("ramqp-brokerd panicked:\n" + "\n".join(panics) + "\n" + broker.stderr_tail())
         finally:
             broker.cleanup()
     if failures:
@@ -172,3 +200,12 @@ def broker(start_broker):
 @pytest.fixture
 def url(broker):
     return broker.url
+
+
+@pytest.fixture(autouse=True)
+def collect_proton_objects():
+    """Proton's BlockingReceiver.__del__ touches the reactor; collected at
+    interpreter exit it prints 'Exception ignored' noise. Collect after each
+    test instead, while Python is still whole."""
+    yield
+    gc.collect()

@@ -107,8 +107,11 @@ def test_heartbeats_keep_an_idle_connection_open(url):
 def test_broker_idle_timeout_is_announced_and_honoured(start_broker):
     broker = start_broker("--idle-timeout-ms", "1000")
     with connection(broker.url) as conn:
-        # Proton reports the peer's idle time-out in seconds.
-        assert conn.conn.transport.remote_idle_timeout == pytest.approx(1.0)
+        # Proton reports the peer's idle time-out in seconds. The spec lets
+        # the broker announce less than its real threshold (it SHOULD
+        # announce half), never more.
+        announced = conn.conn.transport.remote_idle_timeout
+        assert 0 < announced <= 1.0, announced
         # Proton heartbeats at half of it; the broker must accept those as
         # traffic and not close the connection.
         idle(conn, 3.0)
@@ -166,7 +169,7 @@ def test_sigterm_closes_connections_with_forced(start_broker):
         with pytest.raises(ConnectionClosed) as closed:
             conn.wait(lambda: False, timeout=TIMEOUT, msg="no close from the broker")
         assert closed.value.condition == "amqp:connection:forced"
-    assert broker.stop() == 0
+    assert broker.wait_exit() == 0, broker.stderr_tail()
 
 
 class ManyConnections(MessagingHandler):
