@@ -66,13 +66,22 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
 
     let name = signals.next().await;
     tracing::info!(signal = name, "shutting down: closing connections");
-    tokio::select! {
-        () = broker.shutdown() => {}
-        // An operator pressing Ctrl-C twice wants out now, not after the
-        // grace period.
-        second = signals.next() => {
-            tracing::warn!(signal = second, "second signal: exiting without waiting");
-            return Err(Failure::Runtime(anyhow::anyhow!("interrupted during shutdown")));
+    let shutdown = broker.shutdown();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            again = signals.next() => {
+                // A second Ctrl-C is an operator who wants out now, not
+                // after the grace period. A repeated SIGTERM is not: a
+                // supervisor or script may well send it twice, and the
+                // graceful path is already under way.
+                if again == "SIGINT" {
+                    tracing::warn!("second SIGINT: exiting without waiting for connections");
+                    return Err(Failure::Runtime(anyhow::anyhow!("interrupted during shutdown")));
+                }
+                tracing::info!(signal = again, "already shutting down");
+            }
         }
     }
     tracing::info!("shutdown complete");
