@@ -37,11 +37,29 @@ impl Signals {
         })
     }
 
-    /// Wait for the next SIGINT or SIGTERM and return its name.
-    async fn next(&mut self) -> &'static str {
+    /// Wait for the next SIGINT or SIGTERM.
+    async fn next(&mut self) -> Stop {
         tokio::select! {
-            _ = self.interrupt.recv() => "SIGINT",
-            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => Stop::Interrupt,
+            _ = self.terminate.recv() => Stop::Terminate,
+        }
+    }
+}
+
+/// The signals that stop the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM (service managers, `kill`).
+    Terminate,
+}
+
+impl Stop {
+    fn name(self) -> &'static str {
+        match self {
+            Stop::Interrupt => "SIGINT",
+            Stop::Terminate => "SIGTERM",
         }
     }
 }
@@ -64,8 +82,8 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
     );
     announce(&broker);
 
-    let name = signals.next().await;
-    tracing::info!(signal = name, "shutting down: closing connections");
+    let first = signals.next().await;
+    tracing::info!(signal = first.name(), "shutting down: closing connections");
     let shutdown = broker.shutdown();
     tokio::pin!(shutdown);
     loop {
@@ -76,11 +94,11 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
                 // after the grace period. A repeated SIGTERM is not: a
                 // supervisor or script may well send it twice, and the
                 // graceful path is already under way.
-                if again == "SIGINT" {
+                if again == Stop::Interrupt {
                     tracing::warn!("second SIGINT: exiting without waiting for connections");
                     return Err(Failure::Runtime(anyhow::anyhow!("interrupted during shutdown")));
                 }
-                tracing::info!(signal = again, "already shutting down");
+                tracing::info!(signal = again.name(), "already shutting down");
             }
         }
     }

@@ -81,7 +81,12 @@ class BrokerProcess:
             stderr=self._stderr,
             env=env,
         )
-        self.addr = self._await_ready()
+        try:
+            self.addr = self._await_ready()
+        except BaseException:
+            # Not yet handed to the fixture, which would otherwise clean up.
+            self.cleanup()
+            raise
         host, _, port = self.addr.rpartition(":")
         self.host = host
         self.port = int(port)
