@@ -1,1 +1,80 @@
-fn main() {}
+//! `ramqp-brokerd`: one ramqp AMQP 1.0 broker node as a process.
+//!
+//! Reads the command line, the optional TOML config file and `RAMQP_*`
+//! environment variables (see `settings`), sets up logging, runs the broker
+//! until SIGINT/SIGTERM. Exit codes: 0 after a graceful shutdown, 2 for a
+//! rejected configuration, 1 for any other failure.
+
+mod cli;
+mod daemon;
+mod logging;
+mod settings;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit code for a configuration the daemon refuses (the same one clap
+/// uses for a bad command line).
+const EXIT_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let settings = match settings::resolve(&cli) {
+        Ok(settings) => settings,
+        Err(error) => return config_error(&error),
+    };
+    if let Err(error) = logging::init(&settings.log) {
+        return config_error(&error);
+    }
+    let broker_config = settings.broker;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        listen = %broker_config.listen,
+        data_dir = %broker_config
+            .data_dir
+            .as_deref()
+            .map_or_else(|| "<temporary>".into(), |dir| dir.display().to_string()),
+        anonymous = broker_config.sasl.allow_anonymous,
+        users = broker_config.sasl.users.len(),
+        auto_create = broker_config.queues.auto_create,
+        max_frame_size = broker_config.limits.max_frame_size_bytes,
+        idle_timeout_ms = broker_config.limits.idle_timeout_ms,
+        "starting ramqp-brokerd"
+    );
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ramqp-worker")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the tokio runtime");
+            eprintln!("ramqp-brokerd: cannot start the tokio runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(daemon::run(broker_config));
+    // Connection tasks that ignored the shutdown must not keep the process
+    // alive past its exit.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(daemon::Failure::Config(message)) => config_error(&settings::ConfigError(format!(
+            "invalid configuration: {message}"
+        ))),
+        Err(daemon::Failure::Runtime(error)) => {
+            tracing::error!(error = format!("{error:#}"), "ramqp-brokerd failed");
+            eprintln!("ramqp-brokerd: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn config_error(error: &settings::ConfigError) -> ExitCode {
+    // Plain stderr rather than a log line: logging may not be set up yet,
+    // and the operator needs to see this whatever the log settings are.
+    eprintln!("ramqp-brokerd: configuration error: {error}");
+    ExitCode::from(EXIT_CONFIG)
+}

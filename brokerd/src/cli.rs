@@ -1,0 +1,260 @@
+//! Command-line interface of `ramqp-brokerd`: every flag, its environment
+//! variable and its help text.
+//!
+//! Every field is optional (or a switch that defaults to off) on purpose:
+//! "not given" must stay distinguishable from "given the default value" so
+//! that a flag or environment variable only overrides the config file when
+//! the operator actually set it (see `settings::resolve`).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Parser, ValueEnum};
+use serde::Deserialize;
+
+/// Shown after the option list of `--help`: an example file and the rules
+/// that decide which setting wins. Kept in sync with the parser by the
+/// `after_help_example_parses` unit test.
+pub const AFTER_HELP: &str = "\
+Precedence: command-line flag > RAMQP_* environment variable > config file >
+built-in default. Without any argument the broker serves ANONYMOUS clients on
+127.0.0.1:5672 with its data in ./ramqp-data.
+
+Example config file (every key optional; see deploy/ramqp.example.toml and
+docs/operations.md for all of them):
+
+    listen = \"0.0.0.0:5672\"
+    data_dir = \"/var/lib/ramqp\"
+
+    [log]
+    level = \"info\"          # or e.g. \"info,broker=debug\"
+    format = \"json\"         # \"text\" or \"json\"
+
+    [limits]
+    max_frame_size_bytes = 262144
+    idle_timeout_ms = 60000
+
+    [sasl]
+    allow_anonymous = false
+    users = [{ username = \"app\", password = \"s3cret\" }]
+
+    [queues]
+    auto_create = false
+    declare = [\"orders\", \"audit\"]
+
+Signals: SIGTERM or SIGINT close every connection with amqp:connection:forced
+and exit 0. Exit code 2 means the configuration was rejected.
+Once listening, exactly one line `ramqp-brokerd listening on <addr>` is
+printed to stdout; logs go to stderr.";
+
+/// The `ramqp-brokerd` command line.
+#[derive(Debug, Clone, Default, Parser)]
+#[command(
+    name = "ramqp-brokerd",
+    version,
+    about = "ramqp AMQP 1.0 broker node",
+    long_about = "ramqp AMQP 1.0 broker node. Clients connect with any AMQP 1.0 \
+                  client and use the addresses /queues/<name>.",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// TOML config file. Its top level holds `listen`, `data_dir`,
+    /// `container_id` and the tables [log], [limits], [sasl], [queues];
+    /// unknown keys are an error.
+    #[arg(long, env = "RAMQP_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Address the AMQP listener binds; port 0 picks a free port (the
+    /// chosen address is printed on stdout) [default: 127.0.0.1:5672].
+    #[arg(long, env = "RAMQP_LISTEN", value_name = "HOST:PORT", value_parser = parse_listen)]
+    pub listen: Option<SocketAddr>,
+
+    /// Directory for the node's data, created if missing
+    /// [default: ./ramqp-data].
+    #[arg(long, env = "RAMQP_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Log filter: a level (error, warn, info, debug, trace) or a
+    /// tracing-subscriber directive list such as "info,broker=debug"
+    /// [default: info].
+    #[arg(long, env = "RAMQP_LOG_LEVEL", value_name = "FILTER")]
+    pub log_level: Option<String>,
+
+    /// Log line format on stderr [default: text].
+    #[arg(long, env = "RAMQP_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+
+    /// A SASL PLAIN user as NAME:PASSWORD (split at the first ':').
+    /// Repeatable; in the environment variable separate users with ','.
+    /// Added to the config file's [sasl] users; a flag user replaces a file
+    /// user of the same name.
+    #[arg(
+        long,
+        env = "RAMQP_SASL_USER",
+        value_name = "NAME:PASSWORD",
+        value_parser = parse_user,
+        value_delimiter = ',',
+        action = ArgAction::Append,
+        hide_env_values = true
+    )]
+    pub sasl_user: Vec<UserArg>,
+
+    /// Refuse SASL ANONYMOUS and connections without SASL; needs at least
+    /// one user (--sasl-user or [sasl] users).
+    #[arg(
+        long,
+        env = "RAMQP_NO_ANONYMOUS",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    pub no_anonymous: bool,
+
+    /// Do not create queues on first attach: an attach to an unknown
+    /// /queues/<name> is refused with amqp:not-found. Declare queues in
+    /// the config file's [queues] declare list.
+    #[arg(
+        long,
+        env = "RAMQP_NO_AUTO_CREATE",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    pub no_auto_create: bool,
+
+    /// Largest frame accepted, announced as max-frame-size in `open`
+    /// (at least 512) [default: 262144].
+    #[arg(long, env = "RAMQP_MAX_FRAME_SIZE", value_name = "BYTES")]
+    pub max_frame_size: Option<u32>,
+
+    /// Idle time-out announced to peers; a peer silent this long is closed.
+    /// 0 disables it [default: 60000].
+    #[arg(long, env = "RAMQP_IDLE_TIMEOUT_MS", value_name = "MS")]
+    pub idle_timeout_ms: Option<u32>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// One `--sasl-user NAME:PASSWORD` value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserArg {
+    /// Login name.
+    pub username: String,
+    /// Password.
+    pub password: String,
+}
+
+// Hand-written so that a password never ends up in a log line or a panic
+// message through `{:?}`.
+impl std::fmt::Debug for UserArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserArg")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+fn parse_user(value: &str) -> Result<UserArg, String> {
+    // Split at the first ':' so that passwords may contain ':'.
+    let Some((username, password)) = value.split_once(':') else {
+        return Err("expected NAME:PASSWORD".to_owned());
+    };
+    if username.is_empty() {
+        return Err("the user name is empty".to_owned());
+    }
+    Ok(UserArg {
+        username: username.to_owned(),
+        password: password.to_owned(),
+    })
+}
+
+fn parse_listen(value: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = value.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    // Also accept a host name such as localhost:5672; binding needs one
+    // concrete address, so the first one the resolver returns is taken.
+    let mut addrs = value
+        .to_socket_addrs()
+        .map_err(|e| format!("expected HOST:PORT (e.g. 127.0.0.1:5672): {e}"))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("{value} resolves to no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn user_is_split_at_first_colon() {
+        let user = parse_user("app:pa:ss").unwrap();
+        assert_eq!(user.username, "app");
+        assert_eq!(user.password, "pa:ss");
+        assert!(parse_user("app:").is_ok(), "empty passwords are allowed");
+        assert!(parse_user("nopassword").is_err());
+        assert!(parse_user(":pw").is_err());
+    }
+
+    #[test]
+    fn debug_output_hides_password() {
+        let user = parse_user("app:topsecret").unwrap();
+        assert!(!format!("{user:?}").contains("topsecret"));
+    }
+
+    #[test]
+    fn listen_accepts_ip_and_host_names() {
+        assert_eq!(
+            parse_listen("127.0.0.1:0").unwrap(),
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        );
+        assert_eq!(parse_listen("localhost:5672").unwrap().port(), 5672);
+        assert!(parse_listen("127.0.0.1").is_err());
+        assert!(parse_listen("nonsense").is_err());
+    }
+
+    #[test]
+    fn help_mentions_every_option_and_its_env_var() {
+        let help = Cli::command().render_long_help().to_string();
+        for needle in [
+            "--config",
+            "RAMQP_CONFIG",
+            "--listen",
+            "RAMQP_LISTEN",
+            "--data-dir",
+            "RAMQP_DATA_DIR",
+            "--log-level",
+            "RAMQP_LOG_LEVEL",
+            "--log-format",
+            "RAMQP_LOG_FORMAT",
+            "--sasl-user",
+            "RAMQP_SASL_USER",
+            "--no-anonymous",
+            "RAMQP_NO_ANONYMOUS",
+            "--no-auto-create",
+            "RAMQP_NO_AUTO_CREATE",
+            "--max-frame-size",
+            "RAMQP_MAX_FRAME_SIZE",
+            "--idle-timeout-ms",
+            "RAMQP_IDLE_TIMEOUT_MS",
+            "[limits]",
+        ] {
+            assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
+        }
+    }
+}

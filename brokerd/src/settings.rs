@@ -1,0 +1,519 @@
+//! Effective settings of one daemon run: the TOML config file parsed into
+//! the broker's own [`BrokerConfig`] plus a `[log]` table, then overridden
+//! by flags and `RAMQP_*` environment variables.
+//!
+//! Precedence is flag > environment > config file > default. clap already
+//! resolves flag > environment (an unset flag falls back to its variable),
+//! so this module only has to lay the `Cli` values over the file's.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use broker::config::User;
+use broker::BrokerConfig;
+use serde::Deserialize;
+use toml::de::{DeTable, Deserializer};
+use toml::Spanned;
+
+use crate::cli::{Cli, LogFormat};
+
+/// Where the daemon listens when neither the file nor a flag says. The
+/// library's own default is port 0, right for embedded tests but useless
+/// for a service clients must find.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    5672,
+));
+
+/// The daemon's data directory when none is configured, relative to the
+/// working directory. The library would use a throw-away temporary
+/// directory instead, which a long-running node must not.
+pub const DEFAULT_DATA_DIR: &str = "ramqp-data";
+
+/// The `[log]` table of the config file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// A tracing-subscriber `EnvFilter` directive list, e.g. "info".
+    pub level: String,
+    /// Text or JSON lines.
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".to_owned(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+/// Everything the daemon needs to run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Handed unchanged to `Broker::start`.
+    pub broker: BrokerConfig,
+    /// Logging set-up.
+    pub log: LogConfig,
+}
+
+impl Default for Settings {
+    /// The settings of a run with no config file and no flags.
+    fn default() -> Self {
+        Settings {
+            broker: BrokerConfig {
+                listen: DEFAULT_LISTEN,
+                data_dir: Some(PathBuf::from(DEFAULT_DATA_DIR)),
+                ..BrokerConfig::default()
+            },
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// A rejected configuration: the daemon prints it and exits with code 2.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Read the config file named on the command line (if any) and apply the
+/// flags and environment variables on top.
+pub fn resolve(cli: &Cli) -> Result<Settings, ConfigError> {
+    let base = match &cli.config {
+        Some(path) => load_file(path)?,
+        None => Settings::default(),
+    };
+    Ok(apply_cli(base, cli))
+}
+
+/// Read and parse one config file.
+pub fn load_file(path: &Path) -> Result<Settings, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+    parse_file(&text).map_err(|e| ConfigError(format!("config file {}: {e}", path.display())))
+}
+
+/// Parse the text of a config file. Keys it does not set keep the daemon's
+/// defaults (see [`Settings::default`]).
+///
+/// The document is split into its `log` entry and everything else, and the
+/// rest is deserialized straight into [`BrokerConfig`]. Doing it this way
+/// (rather than a wrapper struct with `#[serde(flatten)]`) keeps the
+/// library's `deny_unknown_fields` in force at the top level, and keeps the
+/// spans, so a typo is reported with its line and the list of valid keys.
+pub fn parse_file(text: &str) -> Result<Settings, toml::de::Error> {
+    let document = DeTable::parse(text)?;
+    let span = document.span();
+    let mut broker_table = DeTable::new();
+    let mut log_table = DeTable::new();
+    for (key, value) in document.into_inner() {
+        if key.get_ref() == "log" {
+            log_table.insert(key, value);
+        } else {
+            broker_table.insert(key, value);
+        }
+    }
+    let listen_given = broker_table.keys().any(|key| key.get_ref() == "listen");
+
+    let with_input = |mut error: toml::de::Error| {
+        // Without the input the error has no line number or excerpt.
+        error.set_input(Some(text));
+        error
+    };
+    let mut broker =
+        BrokerConfig::deserialize(Deserializer::from(Spanned::new(span.clone(), broker_table)))
+            .map_err(with_input)?;
+    let log = LogSection::deserialize(Deserializer::from(Spanned::new(span, log_table)))
+        .map_err(with_input)?
+        .log;
+
+    if !listen_given {
+        broker.listen = DEFAULT_LISTEN;
+    }
+    if broker.data_dir.is_none() {
+        broker.data_dir = Some(PathBuf::from(DEFAULT_DATA_DIR));
+    }
+    Ok(Settings { broker, log })
+}
+
+/// Only the `log` entry of the document.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct LogSection {
+    log: LogConfig,
+}
+
+/// Lay the flags (or, where a flag is absent, its environment variable, as
+/// clap resolved it) over `settings`.
+pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
+    let broker = &mut settings.broker;
+    if let Some(listen) = cli.listen {
+        broker.listen = listen;
+    }
+    if let Some(dir) = &cli.data_dir {
+        broker.data_dir = Some(dir.clone());
+    }
+    if let Some(bytes) = cli.max_frame_size {
+        broker.limits.max_frame_size_bytes = bytes;
+    }
+    if let Some(ms) = cli.idle_timeout_ms {
+        broker.limits.idle_timeout_ms = ms;
+    }
+    // Switches can only turn a feature off: an absent switch means "not
+    // set here", so the file's value stands.
+    if cli.no_anonymous {
+        broker.sasl.allow_anonymous = false;
+    }
+    if cli.no_auto_create {
+        broker.queues.auto_create = false;
+    }
+    for user in &cli.sasl_user {
+        // A user given on the command line is more specific than the
+        // file's entry for the same name (e.g. a rotated password).
+        broker.sasl.users.retain(|u| u.username != user.username);
+        broker.sasl.users.push(User {
+            username: user.username.clone(),
+            password: user.password.clone(),
+        });
+    }
+    if let Some(level) = &cli.log_level {
+        settings.log.level = level.clone();
+    }
+    if let Some(format) = cli.log_format {
+        settings.log.format = format;
+    }
+    settings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::sync::Mutex;
+
+    /// Tests that parse a command line read the process environment, and
+    /// one test writes it: they all hold this lock.
+    static ENV_LOCK: Mutex<()> = Mutex::new(());
+
+    const OUR_VARS: &[&str] = &[
+        "RAMQP_CONFIG",
+        "RAMQP_LISTEN",
+        "RAMQP_DATA_DIR",
+        "RAMQP_LOG_LEVEL",
+        "RAMQP_LOG_FORMAT",
+        "RAMQP_SASL_USER",
+        "RAMQP_NO_ANONYMOUS",
+        "RAMQP_NO_AUTO_CREATE",
+        "RAMQP_MAX_FRAME_SIZE",
+        "RAMQP_IDLE_TIMEOUT_MS",
+    ];
+
+    /// Parse `args` with exactly the given RAMQP_* variables set.
+    fn parse_with_env(args: &[&str], env: &[(&str, &str)]) -> Result<Cli, clap::Error> {
+        let _guard = ENV_LOCK
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // SAFETY-free in edition 2021, but racy: hence the lock above.
+        for var in OUR_VARS {
+            std::env::remove_var(var);
+        }
+        for (name, value) in env {
+            std::env::set_var(name, value);
+        }
+        let result =
+            Cli::try_parse_from(std::iter::once("ramqp-brokerd").chain(args.iter().copied()));
+        for (name, _) in env {
+            std::env::remove_var(name);
+        }
+        result
+    }
+
+    fn parse(args: &[&str]) -> Cli {
+        parse_with_env(args, &[]).unwrap()
+    }
+
+    const FILE: &str = r#"
+listen = "0.0.0.0:6000"
+data_dir = "/srv/ramqp"
+container_id = "node-a"
+
+[log]
+level = "warn"
+format = "json"
+
+[limits]
+max_frame_size_bytes = 65536
+idle_timeout_ms = 30000
+
+[sasl]
+allow_anonymous = true
+users = [{ username = "app", password = "file-pw" }, { username = "ops", password = "ops-pw" }]
+
+[queues]
+auto_create = true
+declare = ["orders"]
+"#;
+
+    #[test]
+    fn no_arguments_give_a_usable_single_node() {
+        let settings = resolve(&parse(&[])).unwrap();
+        assert_eq!(settings.broker.listen, "127.0.0.1:5672".parse().unwrap());
+        assert_eq!(settings.broker.data_dir, Some(PathBuf::from("ramqp-data")));
+        assert!(settings.broker.sasl.allow_anonymous);
+        assert!(settings.broker.queues.auto_create);
+        assert_eq!(settings.log, LogConfig::default());
+    }
+
+    #[test]
+    fn file_values_are_read() {
+        let settings = parse_file(FILE).unwrap();
+        let broker = &settings.broker;
+        assert_eq!(broker.listen, "0.0.0.0:6000".parse().unwrap());
+        assert_eq!(broker.data_dir, Some(PathBuf::from("/srv/ramqp")));
+        assert_eq!(broker.container_id.as_deref(), Some("node-a"));
+        assert_eq!(broker.limits.max_frame_size_bytes, 65536);
+        assert_eq!(broker.limits.idle_timeout_ms, 30000);
+        assert_eq!(broker.sasl.users.len(), 2);
+        assert_eq!(broker.queues.declare, vec!["orders".to_owned()]);
+        assert_eq!(
+            settings.log,
+            LogConfig {
+                level: "warn".into(),
+                format: LogFormat::Json
+            }
+        );
+        // Untouched keys keep the library defaults.
+        assert_eq!(
+            broker.limits.channel_max,
+            broker::config::Limits::default().channel_max
+        );
+    }
+
+    #[test]
+    fn empty_file_keeps_daemon_defaults() {
+        let settings = parse_file("").unwrap();
+        assert_eq!(settings.broker.listen, DEFAULT_LISTEN);
+        assert_eq!(
+            settings.broker.data_dir,
+            Some(PathBuf::from(DEFAULT_DATA_DIR))
+        );
+        assert_eq!(settings.log, LogConfig::default());
+    }
+
+    #[test]
+    fn explicit_port_zero_in_file_is_kept() {
+        let settings = parse_file("listen = \"127.0.0.1:0\"").unwrap();
+        assert_eq!(settings.broker.listen.port(), 0);
+    }
+
+    #[test]
+    fn unknown_top_level_key_is_rejected_with_line_and_choices() {
+        let error = parse_file("listen = \"127.0.0.1:1\"\nlisten_adress = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `listen_adress`"), "{error}");
+        assert!(error.contains("`listen`"), "valid keys are listed: {error}");
+        assert!(error.contains("line 2"), "{error}");
+    }
+
+    #[test]
+    fn unknown_key_in_a_table_is_rejected() {
+        let error = parse_file("[limits]\nmax_frame_size = 4096\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `max_frame_size`"), "{error}");
+        assert!(error.contains("max_frame_size_bytes"), "{error}");
+        assert!(error.contains("line 2"), "{error}");
+
+        let error = parse_file("[log]\nlevel = \"info\"\ncolour = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("unknown field `colour`"), "{error}");
+    }
+
+    #[test]
+    fn bad_values_are_rejected() {
+        let error = parse_file("listen = \"nowhere\"").unwrap_err().to_string();
+        assert!(error.contains("line 1"), "{error}");
+        let error = parse_file("[log]\nformat = \"xml\"")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("xml"), "{error}");
+        assert!(parse_file("[limits]\nchannel_max = 70000").is_err());
+        assert!(parse_file("listen = ").is_err(), "syntax error");
+    }
+
+    #[test]
+    fn flags_override_file() {
+        let file = parse_file(FILE).unwrap();
+        let cli = parse(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            "/tmp/x",
+            "--log-level",
+            "debug",
+            "--log-format",
+            "text",
+            "--no-anonymous",
+            "--no-auto-create",
+            "--max-frame-size",
+            "4096",
+            "--idle-timeout-ms",
+            "1000",
+        ]);
+        let settings = apply_cli(file, &cli);
+        let broker = &settings.broker;
+        assert_eq!(broker.listen, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(broker.data_dir, Some(PathBuf::from("/tmp/x")));
+        assert_eq!(broker.limits.max_frame_size_bytes, 4096);
+        assert_eq!(broker.limits.idle_timeout_ms, 1000);
+        assert!(!broker.sasl.allow_anonymous);
+        assert!(!broker.queues.auto_create);
+        assert_eq!(settings.log.level, "debug");
+        assert_eq!(settings.log.format, LogFormat::Text);
+        // Not overridable from the command line: stays from the file.
+        assert_eq!(broker.container_id.as_deref(), Some("node-a"));
+    }
+
+    #[test]
+    fn absent_flags_keep_file_values() {
+        let settings = apply_cli(parse_file(FILE).unwrap(), &parse(&[]));
+        assert_eq!(settings.broker.listen, "0.0.0.0:6000".parse().unwrap());
+        assert_eq!(settings.broker.limits.max_frame_size_bytes, 65536);
+        assert_eq!(settings.log.format, LogFormat::Json);
+        assert!(settings.broker.sasl.allow_anonymous);
+    }
+
+    #[test]
+    fn sasl_users_are_merged_by_name() {
+        let cli = parse(&["--sasl-user", "app:flag-pw", "--sasl-user", "new:x:y"]);
+        let settings = apply_cli(parse_file(FILE).unwrap(), &cli);
+        let mut users: Vec<_> = settings
+            .broker
+            .sasl
+            .users
+            .iter()
+            .map(|u| (u.username.as_str(), u.password.as_str()))
+            .collect();
+        users.sort();
+        assert_eq!(
+            users,
+            vec![("app", "flag-pw"), ("new", "x:y"), ("ops", "ops-pw")]
+        );
+    }
+
+    #[test]
+    fn env_overrides_file_and_flag_overrides_env() {
+        let env = [
+            ("RAMQP_LISTEN", "127.0.0.1:7000"),
+            ("RAMQP_DATA_DIR", "/env/dir"),
+            ("RAMQP_LOG_LEVEL", "trace"),
+            ("RAMQP_LOG_FORMAT", "text"),
+            ("RAMQP_SASL_USER", "a:1,b:2"),
+            ("RAMQP_NO_ANONYMOUS", "true"),
+            ("RAMQP_NO_AUTO_CREATE", "1"),
+            ("RAMQP_MAX_FRAME_SIZE", "8192"),
+            ("RAMQP_IDLE_TIMEOUT_MS", "2000"),
+        ];
+        let file = parse_file(FILE).unwrap();
+
+        // Environment alone beats the file.
+        let settings = apply_cli(file.clone(), &parse_with_env(&[], &env).unwrap());
+        let broker = &settings.broker;
+        assert_eq!(broker.listen, "127.0.0.1:7000".parse().unwrap());
+        assert_eq!(broker.data_dir, Some(PathBuf::from("/env/dir")));
+        assert_eq!(broker.limits.max_frame_size_bytes, 8192);
+        assert_eq!(broker.limits.idle_timeout_ms, 2000);
+        assert!(!broker.sasl.allow_anonymous);
+        assert!(!broker.queues.auto_create);
+        assert!(broker
+            .sasl
+            .users
+            .iter()
+            .any(|u| u.username == "a" && u.password == "1"));
+        assert!(broker
+            .sasl
+            .users
+            .iter()
+            .any(|u| u.username == "b" && u.password == "2"));
+        assert_eq!(settings.log.level, "trace");
+        assert_eq!(settings.log.format, LogFormat::Text);
+
+        // A flag beats the environment.
+        let cli = parse_with_env(
+            &["--listen", "127.0.0.1:7001", "--max-frame-size", "16384"],
+            &env,
+        )
+        .unwrap();
+        let settings = apply_cli(file.clone(), &cli);
+        assert_eq!(settings.broker.listen, "127.0.0.1:7001".parse().unwrap());
+        assert_eq!(settings.broker.limits.max_frame_size_bytes, 16384);
+        assert_eq!(settings.broker.limits.idle_timeout_ms, 2000);
+
+        // A false-ish switch variable does not turn the switch on.
+        let cli = parse_with_env(&[], &[("RAMQP_NO_ANONYMOUS", "false")]).unwrap();
+        assert!(!cli.no_anonymous);
+        // A nonsense one is an error rather than a silent guess.
+        assert!(parse_with_env(&[], &[("RAMQP_NO_ANONYMOUS", "maybe")]).is_err());
+    }
+
+    #[test]
+    fn config_path_comes_from_env_too() {
+        let dir = std::env::temp_dir().join(format!("ramqp-brokerd-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:6100\"\n").unwrap();
+        let cli = parse_with_env(&[], &[("RAMQP_CONFIG", path.to_str().unwrap())]).unwrap();
+        let settings = resolve(&cli).unwrap();
+        assert_eq!(settings.broker.listen.port(), 6100);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_config_file_is_a_config_error() {
+        let cli = parse(&["--config", "/nonexistent/ramqp.toml"]);
+        let error = resolve(&cli).unwrap_err().to_string();
+        assert!(error.contains("/nonexistent/ramqp.toml"), "{error}");
+    }
+
+    #[test]
+    fn bad_flag_values_are_rejected() {
+        assert!(parse_with_env(&["--max-frame-size", "big"], &[]).is_err());
+        assert!(parse_with_env(&["--log-format", "xml"], &[]).is_err());
+        assert!(parse_with_env(&["--sasl-user", "nopassword"], &[]).is_err());
+        assert!(parse_with_env(&["--listen", "127.0.0.1"], &[]).is_err());
+    }
+
+    #[test]
+    fn example_config_file_parses() {
+        let text = include_str!("../../deploy/ramqp.example.toml");
+        let settings = parse_file(text).unwrap();
+        assert_eq!(settings.broker.listen, DEFAULT_LISTEN);
+    }
+
+    #[test]
+    fn after_help_example_parses() {
+        // The example in --help is indented by four spaces after a line
+        // that ends with "them):".
+        let example: String = crate::cli::AFTER_HELP
+            .lines()
+            .skip_while(|line| !line.starts_with("    listen"))
+            .take_while(|line| line.is_empty() || line.starts_with("    "))
+            .map(|line| format!("{}\n", line.trim_start()))
+            .collect();
+        assert!(example.contains("[queues]"), "{example}");
+        let settings = parse_file(&example).unwrap();
+        assert!(!settings.broker.sasl.allow_anonymous);
+        assert_eq!(settings.log.format, LogFormat::Json);
+    }
+}

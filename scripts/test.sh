@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The test command of this repository: build everything, run the Rust tests,
+# then run the Qpid Proton interop suite (tests/interop) against the
+# ramqp-brokerd binary that was just built.
+#
+#   scripts/test.sh              # everything
+#   scripts/test.sh -k drain     # extra arguments go to pytest
+#
+# Needs: cargo, Debian's /usr/bin/python3 with python3-qpid-proton and
+# python3-pytest (.ci/run installs them on a fresh machine).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+# Debian's interpreter on purpose: the python3 first on PATH may be another
+# one without the python3-qpid-proton package.
+python=/usr/bin/python3
+if ! "$python" -c 'import proton, pytest' 2>/dev/null; then
+    echo "scripts/test.sh: $python lacks qpid-proton or pytest;" \
+         "run: apt-get install -y python3-qpid-proton python3-pytest (or .ci/run)" >&2
+    exit 1
+fi
+
+echo "==> cargo build --workspace --all-targets"
+cargo build --workspace --all-targets
+
+echo "==> cargo test --workspace"
+cargo test --workspace
+
+# Ask cargo where it put the binary, so CARGO_TARGET_DIR and
+# .cargo/config.toml settings are honoured.
+target_dir="$(cargo metadata --format-version 1 --no-deps \
+    | "$python" -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+brokerd="$target_dir/debug/ramqp-brokerd"
+if [[ ! -x "$brokerd" ]]; then
+    echo "scripts/test.sh: $brokerd was not built" >&2
+    exit 1
+fi
+
+echo "==> pytest tests/interop (broker: $brokerd)"
+RAMQP_BROKERD="$brokerd" "$python" -m pytest tests/interop -q "$@"

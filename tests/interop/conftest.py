@@ -1,0 +1,216 @@
+"""Fixtures for the Qpid Proton interop suite: a real `ramqp-brokerd` process.
+
+Nothing is built here. The binary comes from $RAMQP_BROKERD, or else
+<target>/debug/ramqp-brokerd where <target> is $CARGO_TARGET_DIR or the
+repository's `target/` (scripts/test.sh builds it first).
+
+Each broker gets `--listen 127.0.0.1:0 --data-dir <tmp>` plus the test's
+extra flags; its port is learnt from the one line it prints on stdout once
+it listens. On teardown it gets SIGTERM and must exit 0 within a bound.
+"""
+
+import gc
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+READY_PREFIX = "ramqp-brokerd listening on "
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+
+
+def brokerd_path() -> Path:
+    explicit = os.environ.get("RAMQP_BROKERD")
+    if explicit:
+        return Path(explicit)
+    target = os.environ.get("CARGO_TARGET_DIR")
+    target_dir = Path(target) if target else REPO_ROOT / "target"
+    if not target_dir.is_absolute():
+        # cargo resolves a relative CARGO_TARGET_DIR against the cwd it was
+        # run from; scripts/test.sh runs everything from the repo root.
+        target_dir = REPO_ROOT / target_dir
+    return target_dir / "debug" / "ramqp-brokerd"
+
+
+class BrokerProcess:
+    """One running ramqp-brokerd and where to reach it."""
+
+    def __init__(self, extra_args, extra_env=None):
+        binary = brokerd_path()
+        if not binary.is_file():
+            pytest.fail(
+                f"ramqp-brokerd binary not found at {binary}; build it "
+                "(cargo build -p ramqp-brokerd) or set RAMQP_BROKERD"
+            )
+        self.tmp = Path(tempfile.mkdtemp(prefix="ramqp-interop-"))
+        self.data_dir = self.tmp / "data"
+        self.stderr_path = self.tmp / "stderr.log"
+        self.args = [
+            str(binary),
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(self.data_dir),
+            *extra_args,
+        ]
+        # For debugging a failure: RAMQP_INTEROP_LOG_LEVEL=debug pytest ...
+        log_level = os.environ.get("RAMQP_INTEROP_LOG_LEVEL")
+        if log_level:
+            self.args += ["--log-level", log_level]
+        env = dict(os.environ)
+        # Flags are the whole configuration of a test broker: a RAMQP_*
+        # variable leaking in from the caller's shell must not change it.
+        for name in list(env):
+            if name.startswith("RAMQP_"):
+                del env[name]
+        env.update(extra_env or {})
+        env.setdefault("RUST_BACKTRACE", "1")
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(
+            self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+        )
+        try:
+            self.addr = self._await_ready()
+        except BaseException:
+            # Not yet handed to the fixture, which would otherwise clean up.
+            self.cleanup()
+            raise
+        host, _, port = self.addr.rpartition(":")
+        self.host = host
+        self.port = int(port)
+        self.url = f"amqp://{self.addr}"
+
+    def _await_ready(self) -> str:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        fd = self.proc.stdout.fileno()
+        buffered = b""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill()
+                pytest.fail(f"ramqp-brokerd did not report readiness in {START_TIMEOUT_S}s\n{self.stderr_tail()}")
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                code = self.proc.wait(timeout=STOP_TIMEOUT_S)
+                pytest.fail(f"ramqp-brokerd exited with {code} before listening\n{self.stderr_tail()}")
+            buffered += chunk
+            if b"\n" in buffered:
+                line = buffered.split(b"\n", 1)[0].decode()
+                assert line.startswith(READY_PREFIX), f"unexpected first stdout line: {line!r}"
+                return line[len(READY_PREFIX):].strip()
+
+    def stderr_tail(self, lines: int = 60) -> str:
+        self._stderr.flush()
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return "(no stderr)"
+        return "--- ramqp-brokerd stderr (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    def panics(self):
+        """The panic messages in the broker's stderr, if any."""
+        self._stderr.flush()
+        lines = self.stderr_path.read_text(errors="replace").splitlines()
+        return [
+            "\n".join(lines[i:i + 2])
+            for i, line in enumerate(lines)
+            if "panicked at" in line
+        ]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def wait_exit(self) -> int:
+        """Wait (bounded) for an exit already under way; no signal sent."""
+        try:
+            return self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            pytest.fail(f"ramqp-brokerd did not exit within {STOP_TIMEOUT_S}s\n{self.stderr_tail()}")
+
+    def stop(self) -> int:
+        """SIGTERM, then wait (bounded) for the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self._kill()
+                pytest.fail(f"ramqp-brokerd ignored SIGTERM for {STOP_TIMEOUT_S}s\n{self.stderr_tail()}")
+        return self.proc.returncode
+
+    def cleanup(self):
+        self._kill()
+        self.proc.stdout.close()
+        self._stderr.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def start_broker():
+    """Factory: start_broker(*extra_args, env={...}) -> BrokerProcess. Every
+    broker started is stopped with SIGTERM at teardown and must exit 0."""
+    started = []
+
+    def start(*extra_args, env=None):
+        broker = BrokerProcess(list(extra_args), env)
+        started.append(broker)
+        return broker
+
+    yield start
+
+    failures = []
+    for broker in started:
+        try:
+            code = broker.stop()
+            if code != 0:
+                failures.append(f"ramqp-brokerd exited with {code} after SIGTERM\n{broker.stderr_tail()}")
+            panics = broker.panics()
+            if panics:
+                # A panicking connection task does not end the process, so
+                # the exit code alone would hide it.
+                failures.append("ramqp-brokerd panicked:\n" + "\n".join(panics) + "\n" + broker.stderr_tail())
+        finally:
+            broker.cleanup()
+    if failures:
+        pytest.fail("\n\n".join(failures))
+
+
+@pytest.fixture
+def broker(start_broker):
+    """A broker with the default flags (anonymous, auto-create)."""
+    return start_broker()
+
+
+@pytest.fixture
+def url(broker):
+    return broker.url
+
+
+@pytest.fixture(autouse=True)
+def collect_proton_objects():
+    """Proton's BlockingReceiver.__del__ touches the reactor; collected at
+    interpreter exit it prints 'Exception ignored' noise. Collect after each
+    test instead, while Python is still whole."""
+    yield
+    gc.collect()
