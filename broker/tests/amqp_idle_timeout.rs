@@ -93,8 +93,8 @@ async fn silent_client_is_closed_with_resource_limit_exceeded() {
     let theirs = raw.open().await;
     assert_eq!(
         theirs.idle_time_out,
-        Some(500),
-        "the broker announces its time-out"
+        Some(250),
+        "the broker announces half its time-out (transport 2.4.5)"
     );
     raw.begin(0).await;
     let silent_since = Instant::now();
