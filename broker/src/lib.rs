@@ -9,7 +9,9 @@ pub mod queue;
 pub mod quorum;
 
 mod broker;
+mod cluster;
 mod engine;
 
 pub use broker::{Broker, BrokerError};
+pub use cluster::Cluster;
 pub use config::BrokerConfig;

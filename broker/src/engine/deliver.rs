@@ -46,10 +46,11 @@ impl State {
         let Some(Link::Consumer(consumer)) = session.links.get_mut(&link.handle) else {
             return;
         };
-        debug_assert!(
-            consumer.credit() > 0,
-            "queue pushed beyond the link's credit"
-        );
+        if consumer.credit() == 0 {
+            // The peer lowered its credit after the queue pushed this one.
+            consumer.queue.undeliver(consumer.consumer, delivery.id);
+            return;
+        }
         consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
         let settled = consumer.snd_settle_mode == SenderSettleMode::Settled;
         let delivery_id = session.next_delivery_id;

@@ -1,0 +1,151 @@
+//! Quorum queues through a third-party client (fe2o3-amqp): a publish is
+//! accepted only once committed, a node restarted on its data directory
+//! recovers every accepted and unsettled message, and a 3-node in-process
+//! cluster keeps every accepted message when its leader stops.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use broker::{Broker, BrokerConfig, Cluster};
+use common::*;
+use fe2o3_amqp::types::messaging::Outcome;
+use fe2o3_amqp::{Connection, Receiver, Sender};
+
+/// Raft timings short enough for quick fail-over in tests.
+fn fast_raft(config: &mut BrokerConfig) {
+    config.quorum.heartbeat_interval_ms = 100;
+    config.quorum.election_timeout_min_ms = 600;
+    config.quorum.election_timeout_max_ms = 1200;
+    config.quorum.publish_timeout_ms = 3000;
+}
+
+async fn open(addr: std::net::SocketAddr, id: &str) -> Conn {
+    within(
+        Duration::from_secs(5),
+        "fe2o3 connection open",
+        Connection::open(id.to_string(), format!("amqp://{addr}").as_str()),
+    )
+    .await
+    .expect("connection opens")
+}
+
+/// Publish `texts` to `/quorum/<queue>` through `addr`, each waiting for its
+/// outcome; returns the texts that were accepted.
+async fn publish(addr: std::net::SocketAddr, queue: &str, texts: &[String]) -> Vec<String> {
+    let mut connection = open(addr, "publisher").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut sender = step(
+        "sender attach",
+        Sender::attach(&mut session, "tx", format!("/quorum/{queue}")),
+    )
+    .await
+    .expect("sender attaches");
+    let mut accepted = Vec::new();
+    for text in texts {
+        let outcome = step("send", sender.send(text.clone())).await.expect("send");
+        if let Outcome::Accepted(_) = outcome {
+            accepted.push(text.clone());
+        }
+    }
+    let _ = sender.close().await;
+    let _ = session.end().await;
+    let _ = connection.close().await;
+    accepted
+}
+
+/// Receive up to `n` messages from `/quorum/<queue>` through `addr`,
+/// accepting each; stops early after a quiet second.
+async fn consume(addr: std::net::SocketAddr, queue: &str, n: usize) -> Vec<String> {
+    let mut connection = open(addr, "consumer").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")),
+    )
+    .await
+    .expect("receiver attaches");
+    let mut got = Vec::new();
+    while got.len() < n {
+        let Ok(delivery) = tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await
+        else {
+            break;
+        };
+        let delivery = delivery.expect("receive");
+        got.push(delivery.body().clone());
+        step("accept", receiver.accept(&delivery)).await.expect("accept");
+    }
+    let _ = receiver.close().await;
+    let _ = session.end().await;
+    let _ = connection.close().await;
+    got
+}
+
+fn texts(range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("m-{i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_node_recovers_accepted_and_unsettled_messages_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::start(config.clone()).await.unwrap();
+    let accepted = publish(broker.local_addr(), "q1", &texts(0..200)).await;
+    assert_eq!(accepted, texts(0..200), "every publish is accepted");
+    let first = consume(broker.local_addr(), "q1", 50).await;
+    assert_eq!(first, texts(0..50));
+    broker.shutdown().await;
+
+    let broker = Broker::start(config).await.unwrap();
+    let rest = consume(broker.local_addr(), "q1", 1000).await;
+    assert_eq!(rest, texts(50..200), "the 150 unsettled messages came back, in order");
+    broker.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_node_cluster_keeps_accepted_messages_when_the_leader_stops() {
+    let mut base = BrokerConfig::default();
+    fast_raft(&mut base);
+    let mut cluster = Cluster::start(3, base).await.unwrap();
+    let first_node = cluster.addr(1).unwrap();
+    let mut accepted = publish(first_node, "orders", &texts(0..100)).await;
+    let leader = cluster.leader_of("orders").expect("a leader");
+    let mut received = consume(cluster.addr(leader).unwrap(), "orders", 30).await;
+    assert_eq!(received, texts(0..30));
+
+    cluster.stop(leader).await;
+    let mut new_leader = None;
+    eventually(Duration::from_secs(10), "a new leader", || {
+        new_leader = cluster.leader_of("orders").filter(|l| *l != leader);
+        new_leader.is_some()
+    })
+    .await;
+    let new_leader = new_leader.unwrap();
+    let addr = cluster.addr(new_leader).unwrap();
+    accepted.extend(publish(addr, "orders", &texts(100..150)).await);
+    received.extend(consume(addr, "orders", 1000).await);
+
+    // Every accepted message was delivered; count duplicates (allowed:
+    // deliveries unsettled when the leader stopped come again).
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for text in &received {
+        *seen.entry(text).or_default() += 1;
+    }
+    let lost: Vec<&String> = accepted.iter().filter(|t| !seen.contains_key(t.as_str())).collect();
+    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    eprintln!("accepted {}, received {}, duplicates {duplicates}", accepted.len(), received.len());
+    assert!(lost.is_empty(), "accepted but never delivered: {lost:?}");
+    assert_eq!(accepted.len(), 150, "all publishes were accepted");
+
+    // The stopped node comes back and catches up.
+    cluster.restart(leader).await.unwrap();
+    eventually(Duration::from_secs(10), "the old leader rejoins", || {
+        cluster.leader_of("orders").is_some()
+    })
+    .await;
+    cluster.shutdown().await;
+}
