@@ -82,7 +82,12 @@ impl Cluster {
         let Some(config) = self.configs.get_mut(&id) else {
             return Err(BrokerError::Config(format!("no node {id} in this cluster")));
         };
-        let broker = match Broker::start_with_transport(config.clone(), Some(self.transport.clone())).await {
+        let broker = match Broker::start_with_transport(
+            config.clone(),
+            Some(self.transport.clone()),
+        )
+        .await
+        {
             Err(BrokerError::Bind { .. }) if config.listen.port() != 0 => {
                 config.listen.set_port(0);
                 Broker::start_with_transport(config.clone(), Some(self.transport.clone())).await?

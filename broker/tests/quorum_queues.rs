@@ -68,13 +68,16 @@ async fn consume(addr: std::net::SocketAddr, queue: &str, n: usize) -> Vec<Strin
     .expect("receiver attaches");
     let mut got = Vec::new();
     while got.len() < n {
-        let Ok(delivery) = tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await
+        let Ok(delivery) =
+            tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await
         else {
             break;
         };
         let delivery = delivery.expect("receive");
         got.push(delivery.body().clone());
-        step("accept", receiver.accept(&delivery)).await.expect("accept");
+        step("accept", receiver.accept(&delivery))
+            .await
+            .expect("accept");
     }
     let _ = receiver.close().await;
     let _ = session.end().await;
@@ -102,7 +105,11 @@ async fn single_node_recovers_accepted_and_unsettled_messages_after_restart() {
 
     let broker = Broker::start(config).await.unwrap();
     let rest = consume(broker.local_addr(), "q1", 1000).await;
-    assert_eq!(rest, texts(50..200), "the 150 unsettled messages came back, in order");
+    assert_eq!(
+        rest,
+        texts(50..200),
+        "the 150 unsettled messages came back, in order"
+    );
     broker.shutdown().await;
 }
 
@@ -135,9 +142,16 @@ async fn three_node_cluster_keeps_accepted_messages_when_the_leader_stops() {
     for text in &received {
         *seen.entry(text).or_default() += 1;
     }
-    let lost: Vec<&String> = accepted.iter().filter(|t| !seen.contains_key(t.as_str())).collect();
+    let lost: Vec<&String> = accepted
+        .iter()
+        .filter(|t| !seen.contains_key(t.as_str()))
+        .collect();
     let duplicates: usize = seen.values().map(|n| n - 1).sum();
-    eprintln!("accepted {}, received {}, duplicates {duplicates}", accepted.len(), received.len());
+    eprintln!(
+        "accepted {}, received {}, duplicates {duplicates}",
+        accepted.len(),
+        received.len()
+    );
     assert!(lost.is_empty(), "accepted but never delivered: {lost:?}");
     assert_eq!(accepted.len(), 150, "all publishes were accepted");
 

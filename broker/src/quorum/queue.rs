@@ -47,6 +47,7 @@ impl PublishGate {
 /// A replicated queue: one openraft group.
 pub struct QuorumQueue {
     address: QueueAddress,
+    node_id: NodeId,
     pub(crate) raft: QueueRaftHandle,
     shared: Arc<Shared>,
     gate: Arc<PublishGate>,
@@ -76,6 +77,7 @@ impl QuorumQueue {
         tokio::spawn(replicate_settlements(raft.clone(), settle_rx));
         Arc::new(QuorumQueue {
             address,
+            node_id,
             raft,
             shared,
             gate: Arc::new(PublishGate {
@@ -101,9 +103,52 @@ impl QuorumQueue {
     }
 }
 
-/// Follow the group's leadership: a node that becomes leader builds its
-/// dispatcher from the replicated index; one that stops leading drops it and
-/// detaches its consumers (they reconnect to the new leader).
+/// Whether the metrics say this node leads.
+fn leads(raft: &QueueRaftHandle, node_id: NodeId) -> bool {
+    let m = raft.metrics();
+    let m = m.borrow();
+    m.state == ServerState::Leader && m.current_leader == Some(node_id)
+}
+
+/// Switch the queue to leading or not: a node that becomes leader builds
+/// its dispatcher from the replicated index; one that stops leading drops
+/// it and detaches its consumers (they reconnect to the new leader).
+/// Idempotent; called by the watcher and before serving a link.
+fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
+    let mut inner = shared.lock();
+    if leading && !inner.leading {
+        inner.leading = true;
+        let entries: Vec<Entry> = inner
+            .index
+            .iter()
+            .map(|(id, stored)| {
+                let mut entry = Entry::new(*id, stored.message.clone());
+                entry.delivery_count = stored.delivery_count;
+                // The previous leader may have delivered it.
+                entry.redelivered = true;
+                entry
+            })
+            .collect();
+        for entry in entries {
+            inner.dispatcher.push_returned(entry);
+        }
+        tracing::info!(%queue, node_id, "leading");
+    } else if !leading && inner.leading {
+        inner.leading = false;
+        for (sink, tag) in inner.dispatcher.clear() {
+            sink.send(
+                tag,
+                QueueEventKind::Closed {
+                    condition: condition::DETACH_FORCED,
+                    description: format!("{queue}: leadership moved away from this node"),
+                },
+            );
+        }
+        tracing::info!(%queue, node_id, "no longer leading");
+    }
+}
+
+/// Follow the group's leadership changes as openraft reports them.
 async fn watch_leadership(
     raft: QueueRaftHandle,
     shared: Arc<Shared>,
@@ -116,39 +161,7 @@ async fn watch_leadership(
             let m = metrics.borrow_and_update();
             m.state == ServerState::Leader && m.current_leader == Some(node_id)
         };
-        {
-            let mut inner = shared.lock();
-            if leading && !inner.leading {
-                inner.leading = true;
-                let entries: Vec<Entry> = inner
-                    .index
-                    .iter()
-                    .map(|(id, stored)| {
-                        let mut entry = Entry::new(*id, stored.message.clone());
-                        entry.delivery_count = stored.delivery_count;
-                        // The previous leader may have delivered it.
-                        entry.redelivered = true;
-                        entry
-                    })
-                    .collect();
-                for entry in entries {
-                    inner.dispatcher.push_returned(entry);
-                }
-                tracing::info!(%queue, node_id, "leading");
-            } else if !leading && inner.leading {
-                inner.leading = false;
-                for (sink, tag) in inner.dispatcher.clear() {
-                    sink.send(
-                        tag,
-                        QueueEventKind::Closed {
-                            condition: condition::DETACH_FORCED,
-                            description: format!("{queue}: leadership moved away from this node"),
-                        },
-                    );
-                }
-                tracing::info!(%queue, node_id, "no longer leading");
-            }
-        }
+        set_leading(&shared, leading, node_id, &queue);
         if metrics.changed().await.is_err() {
             return;
         }
@@ -193,6 +206,13 @@ impl Queue for QuorumQueue {
     }
 
     fn serves_here(&self) -> Result<(), QueueError> {
+        // Do not wait for the watcher task to notice a fresh election.
+        set_leading(
+            &self.shared,
+            leads(&self.raft, self.node_id),
+            self.node_id,
+            &self.address.to_string(),
+        );
         if self.shared.lock().leading {
             Ok(())
         } else {
