@@ -52,7 +52,8 @@ pub struct QuorumQueue {
     shared: Arc<Shared>,
     gate: Arc<PublishGate>,
     settles: mpsc::UnboundedSender<(MessageId, SettleKind)>,
-    publish_timeout: Duration,
+    /// Publishes in order to the proposer task; bounded by `gate`.
+    proposals: mpsc::UnboundedSender<Proposal>,
 }
 
 impl QuorumQueue {
@@ -68,6 +69,18 @@ impl QuorumQueue {
         publish_timeout: Duration,
     ) -> Arc<QuorumQueue> {
         let (settles, settle_rx) = mpsc::unbounded_channel();
+        let (proposals, proposal_rx) = mpsc::unbounded_channel();
+        let gate = Arc::new(PublishGate {
+            in_flight: AtomicUsize::new(0),
+            max_in_flight,
+            waiters: Mutex::new(Vec::new()),
+        });
+        tokio::spawn(propose_in_order(
+            raft.clone(),
+            proposal_rx,
+            gate.clone(),
+            publish_timeout,
+        ));
         tokio::spawn(watch_leadership(
             raft.clone(),
             shared.clone(),
@@ -80,13 +93,9 @@ impl QuorumQueue {
             node_id,
             raft,
             shared,
-            gate: Arc::new(PublishGate {
-                in_flight: AtomicUsize::new(0),
-                max_in_flight,
-                waiters: Mutex::new(Vec::new()),
-            }),
+            gate,
             settles,
-            publish_timeout,
+            proposals,
         })
     }
 
@@ -168,6 +177,68 @@ async fn watch_leadership(
     }
 }
 
+/// A publish waiting to be proposed.
+struct Proposal {
+    message: bytes::Bytes,
+    confirm: Option<PublishConfirm>,
+}
+
+fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
+    if let Some(confirm) = confirm {
+        confirm.sink.send(
+            confirm.tag,
+            QueueEventKind::Published {
+                token: confirm.token,
+                outcome,
+            },
+        );
+    }
+}
+
+/// Propose publishes one by one, in the order the queue took them, so the
+/// log (and so the queue) keeps publish order; the commits are awaited
+/// concurrently, so many publishes share each fsync.
+async fn propose_in_order(
+    raft: QueueRaftHandle,
+    mut proposals: mpsc::UnboundedReceiver<Proposal>,
+    gate: Arc<PublishGate>,
+    timeout: Duration,
+) {
+    while let Some(proposal) = proposals.recv().await {
+        let command = Command::Enqueue {
+            message: proposal.message,
+        };
+        let committed = match raft.client_write_ff(command).await {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::debug!(%error, "publish not proposed");
+                gate.done();
+                report(proposal.confirm, Outcome::Released);
+                continue;
+            }
+        };
+        let gate = gate.clone();
+        tokio::spawn(async move {
+            // Bounded: without a quorum the publisher hears `released`
+            // (not accepted; send again) instead of waiting forever.
+            let outcome = match tokio::time::timeout(timeout, committed).await {
+                Ok(Ok(Ok(_))) => Outcome::Accepted,
+                Ok(Ok(Err(error))) => {
+                    tracing::debug!(%error, "publish not committed");
+                    Outcome::Released
+                }
+                Ok(Err(_)) => Outcome::Released,
+                Err(_) => {
+                    tracing::warn!("publish not committed within {timeout:?}: no quorum?");
+                    Outcome::Released
+                }
+            };
+            gate.done();
+            report(proposal.confirm, outcome);
+        });
+    }
+}
+
 /// Propose settlements in batches: one log entry per batch and kind.
 async fn replicate_settlements(
     raft: QueueRaftHandle,
@@ -229,37 +300,16 @@ impl Queue for QuorumQueue {
             return Err(self.not_leader());
         }
         self.gate.in_flight.fetch_add(1, Ordering::AcqRel);
-        let raft = self.raft.clone();
-        let gate = self.gate.clone();
-        let timeout = self.publish_timeout;
-        tokio::spawn(async move {
-            let command = Command::Enqueue {
-                message: message.bytes,
-            };
-            // Bounded: without a quorum the publisher hears `released`
-            // (not accepted; send again) instead of waiting forever.
-            let outcome = match tokio::time::timeout(timeout, raft.client_write(command)).await {
-                Ok(Ok(_)) => Outcome::Accepted,
-                Ok(Err(error)) => {
-                    tracing::debug!(%error, "publish not committed");
-                    Outcome::Released
-                }
-                Err(_) => {
-                    tracing::warn!("publish not committed within {timeout:?}: no quorum?");
-                    Outcome::Released
-                }
-            };
-            gate.done();
-            if let Some(confirm) = confirm {
-                confirm.sink.send(
-                    confirm.tag,
-                    QueueEventKind::Published {
-                        token: confirm.token,
-                        outcome,
-                    },
-                );
-            }
-        });
+        let proposal = Proposal {
+            message: message.bytes,
+            confirm,
+        };
+        if let Err(mpsc::error::SendError(proposal)) = self.proposals.send(proposal) {
+            // The proposer ended (the group is shutting down).
+            self.gate.done();
+            report(proposal.confirm, Outcome::Released);
+            return Err(QueueError::Gone(self.address.to_string()));
+        }
         Ok(PublishStatus::Pending)
     }
 
