@@ -4,6 +4,9 @@
 
 use bytes::{Bytes, BytesMut};
 
+use super::codes::{dc, descriptor_code, fc};
+use super::decode::{unexpected, Decoder, ListFields};
+use super::encode::{self, CompositeWriter};
 use super::error::CodecError;
 use super::value::{Fields, Symbol, Value};
 
@@ -150,14 +153,117 @@ pub enum DeliveryState {
 impl DeliveryState {
     /// Decode a delivery state (a described list) from the front of `input`.
     pub fn decode(input: &mut Bytes) -> Result<DeliveryState, CodecError> {
-        let _ = input;
-        unimplemented!("codec: DeliveryState::decode")
+        let mut decoder = Decoder::new(input);
+        opt_delivery_state(&mut decoder)?.ok_or(unexpected("delivery state", fc::NULL))
     }
 
     /// Append the encoding to `out`.
     pub fn encode(&self, out: &mut BytesMut) {
-        let _ = out;
-        unimplemented!("codec: DeliveryState::encode")
+        match self {
+            DeliveryState::Received {
+                section_number,
+                section_offset,
+            } => {
+                let mut w = CompositeWriter::begin(out, dc::RECEIVED);
+                w.uint(*section_number).ulong(*section_offset);
+                w.finish();
+            }
+            DeliveryState::Accepted => CompositeWriter::begin(out, dc::ACCEPTED).finish(),
+            DeliveryState::Rejected { error } => {
+                let mut w = CompositeWriter::begin(out, dc::REJECTED);
+                w.opt(error.as_ref(), |out, e| e.encode(out));
+                w.finish();
+            }
+            DeliveryState::Released => CompositeWriter::begin(out, dc::RELEASED).finish(),
+            DeliveryState::Modified {
+                delivery_failed,
+                undeliverable_here,
+                message_annotations,
+            } => {
+                let mut w = CompositeWriter::begin(out, dc::MODIFIED);
+                w.flag(*delivery_failed)
+                    .flag(*undeliverable_here)
+                    .opt_fields(message_annotations.as_ref());
+                w.finish();
+            }
+            DeliveryState::Other(value) => encode::put_value(out, value),
+        }
+    }
+}
+
+/// Read a field that is null or a delivery state. A described value with a
+/// descriptor other than the five messaging states is kept whole as
+/// [`DeliveryState::Other`] so the engine can refuse it cleanly.
+pub(crate) fn opt_delivery_state(d: &mut Decoder<'_>) -> Result<Option<DeliveryState>, CodecError> {
+    let Some(descriptor) = d.opt_descriptor()? else {
+        return Ok(None);
+    };
+    let state = match descriptor_code(&descriptor) {
+        Some(dc::RECEIVED) => d.composite(|d, l| {
+            Ok(DeliveryState::Received {
+                section_number: d.required(l, Decoder::opt_uint, "section-number")?,
+                section_offset: d.required(l, Decoder::opt_ulong, "section-offset")?,
+            })
+        })?,
+        Some(dc::ACCEPTED) => d.composite(|_, _| Ok(DeliveryState::Accepted))?,
+        Some(dc::REJECTED) => d.composite(|d, l| {
+            Ok(DeliveryState::Rejected {
+                error: d.field(l, opt_error)?,
+            })
+        })?,
+        Some(dc::RELEASED) => d.composite(|_, _| Ok(DeliveryState::Released))?,
+        Some(dc::MODIFIED) => d.composite(|d, l| {
+            Ok(DeliveryState::Modified {
+                delivery_failed: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
+                undeliverable_here: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
+                message_annotations: d.field(l, Decoder::opt_fields)?,
+            })
+        })?,
+        _ => {
+            d.enter()?;
+            let value = d.value()?;
+            d.leave();
+            DeliveryState::Other(Value::Described(Box::new((descriptor, value))))
+        }
+    };
+    Ok(Some(state))
+}
+
+impl Error {
+    /// Decode an error (amqp:error:list) from the front of `input`.
+    pub fn decode(input: &mut Bytes) -> Result<Error, CodecError> {
+        Decoder::new(input).expect_composite(dc::ERROR, Error::decode_fields)
+    }
+
+    /// Append the encoding to `out`.
+    pub fn encode(&self, out: &mut BytesMut) {
+        let mut w = CompositeWriter::begin(out, dc::ERROR);
+        w.symbol(&self.condition)
+            .opt_string(self.description.as_deref())
+            .opt_fields(self.info.as_ref());
+        w.finish();
+    }
+
+    fn decode_fields(d: &mut Decoder<'_>, l: &mut ListFields) -> Result<Error, CodecError> {
+        Ok(Error {
+            condition: d.required(l, Decoder::opt_symbol, "condition")?,
+            description: d.field(l, Decoder::opt_string)?,
+            info: d.field(l, Decoder::opt_fields)?,
+        })
+    }
+}
+
+/// Read a field that is null or an `error`.
+pub(crate) fn opt_error(d: &mut Decoder<'_>) -> Result<Option<Error>, CodecError> {
+    d.opt_composite(dc::ERROR, Error::decode_fields)
+}
+
+/// An address (`*` requiring address-string): a string; a symbol is
+/// accepted too, as some peers send one.
+fn opt_address(d: &mut Decoder<'_>) -> Result<Option<String>, CodecError> {
+    match d.peek_u8()? {
+        fc::SYM8 | fc::SYM32 => Ok(d.opt_symbol()?.map(|s| s.0)),
+        _ => d.opt_string(),
     }
 }
 
@@ -205,4 +311,154 @@ pub struct Target {
     pub dynamic_node_properties: Option<Fields>,
     /// capabilities (multiple)
     pub capabilities: Vec<Symbol>,
+}
+
+impl Source {
+    /// Decode a source (amqp:source:list) from the front of `input`.
+    pub fn decode(input: &mut Bytes) -> Result<Source, CodecError> {
+        Decoder::new(input).expect_composite(dc::SOURCE, Source::decode_fields)
+    }
+
+    /// Append the encoding to `out`.
+    pub fn encode(&self, out: &mut BytesMut) {
+        let mut w = CompositeWriter::begin(out, dc::SOURCE);
+        w.opt_string(self.address.as_deref())
+            .uint_default(self.durable, 0)
+            .opt_symbol(self.expiry_policy.as_ref())
+            .uint_default(self.timeout, 0)
+            .flag(self.dynamic)
+            .opt_fields(self.dynamic_node_properties.as_ref())
+            .opt_symbol(self.distribution_mode.as_ref())
+            .opt_fields(self.filter.as_ref())
+            .opt_value(self.default_outcome.as_ref())
+            .symbols(&self.outcomes)
+            .symbols(&self.capabilities);
+        w.finish();
+    }
+
+    fn decode_fields(d: &mut Decoder<'_>, l: &mut ListFields) -> Result<Source, CodecError> {
+        Ok(Source {
+            address: d.field(l, opt_address)?,
+            durable: d.field(l, Decoder::opt_uint)?.unwrap_or(0),
+            expiry_policy: d.field(l, Decoder::opt_symbol)?,
+            timeout: d.field(l, Decoder::opt_uint)?.unwrap_or(0),
+            dynamic: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
+            dynamic_node_properties: d.field(l, Decoder::opt_fields)?,
+            distribution_mode: d.field(l, Decoder::opt_symbol)?,
+            filter: d.field(l, Decoder::opt_fields)?,
+            default_outcome: d.field(l, Decoder::opt_value)?,
+            outcomes: d.field(l, Decoder::symbols)?.unwrap_or_default(),
+            capabilities: d.field(l, Decoder::symbols)?.unwrap_or_default(),
+        })
+    }
+}
+
+/// Read a field that is null or a source.
+pub(crate) fn opt_source(d: &mut Decoder<'_>) -> Result<Option<Source>, CodecError> {
+    d.opt_composite(dc::SOURCE, Source::decode_fields)
+}
+
+impl Target {
+    /// Decode a target (amqp:target:list) from the front of `input`. Any
+    /// other descriptor, e.g. a transaction coordinator, is
+    /// [`CodecError::UnknownDescriptor`].
+    pub fn decode(input: &mut Bytes) -> Result<Target, CodecError> {
+        Decoder::new(input).expect_composite(dc::TARGET, Target::decode_fields)
+    }
+
+    /// Append the encoding to `out`.
+    pub fn encode(&self, out: &mut BytesMut) {
+        let mut w = CompositeWriter::begin(out, dc::TARGET);
+        w.opt_string(self.address.as_deref())
+            .uint_default(self.durable, 0)
+            .opt_symbol(self.expiry_policy.as_ref())
+            .uint_default(self.timeout, 0)
+            .flag(self.dynamic)
+            .opt_fields(self.dynamic_node_properties.as_ref())
+            .symbols(&self.capabilities);
+        w.finish();
+    }
+
+    fn decode_fields(d: &mut Decoder<'_>, l: &mut ListFields) -> Result<Target, CodecError> {
+        Ok(Target {
+            address: d.field(l, opt_address)?,
+            durable: d.field(l, Decoder::opt_uint)?.unwrap_or(0),
+            expiry_policy: d.field(l, Decoder::opt_symbol)?,
+            timeout: d.field(l, Decoder::opt_uint)?.unwrap_or(0),
+            dynamic: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
+            dynamic_node_properties: d.field(l, Decoder::opt_fields)?,
+            capabilities: d.field(l, Decoder::symbols)?.unwrap_or_default(),
+        })
+    }
+}
+
+/// Read a field that is null or a target.
+pub(crate) fn opt_target(d: &mut Decoder<'_>) -> Result<Option<Target>, CodecError> {
+    d.opt_composite(dc::TARGET, Target::decode_fields)
+}
+
+/// Read a role (restricted boolean).
+pub(crate) fn opt_role(d: &mut Decoder<'_>) -> Result<Option<Role>, CodecError> {
+    Ok(d.opt_bool()?.map(|receiver| {
+        if receiver {
+            Role::Receiver
+        } else {
+            Role::Sender
+        }
+    }))
+}
+
+impl Role {
+    /// The boolean this role is encoded as.
+    pub fn as_bool(self) -> bool {
+        self == Role::Receiver
+    }
+}
+
+impl SenderSettleMode {
+    /// The ubyte this mode is encoded as.
+    pub fn as_u8(self) -> u8 {
+        match self {
+            SenderSettleMode::Unsettled => 0,
+            SenderSettleMode::Settled => 1,
+            SenderSettleMode::Mixed => 2,
+        }
+    }
+}
+
+impl ReceiverSettleMode {
+    /// The ubyte this mode is encoded as.
+    pub fn as_u8(self) -> u8 {
+        match self {
+            ReceiverSettleMode::First => 0,
+            ReceiverSettleMode::Second => 1,
+        }
+    }
+}
+
+/// Read a sender-settle-mode (restricted ubyte 0..=2).
+pub(crate) fn opt_snd_settle_mode(
+    d: &mut Decoder<'_>,
+) -> Result<Option<SenderSettleMode>, CodecError> {
+    d.opt_ubyte()?
+        .map(|mode| match mode {
+            0 => Ok(SenderSettleMode::Unsettled),
+            1 => Ok(SenderSettleMode::Settled),
+            2 => Ok(SenderSettleMode::Mixed),
+            _ => Err(CodecError::InvalidValue("sender-settle-mode")),
+        })
+        .transpose()
+}
+
+/// Read a receiver-settle-mode (restricted ubyte 0..=1).
+pub(crate) fn opt_rcv_settle_mode(
+    d: &mut Decoder<'_>,
+) -> Result<Option<ReceiverSettleMode>, CodecError> {
+    d.opt_ubyte()?
+        .map(|mode| match mode {
+            0 => Ok(ReceiverSettleMode::First),
+            1 => Ok(ReceiverSettleMode::Second),
+            _ => Err(CodecError::InvalidValue("receiver-settle-mode")),
+        })
+        .transpose()
 }

@@ -2,7 +2,9 @@
 //! off a receive buffer under an explicit max-frame-size, and writing frame
 //! headers in front of encoded bodies.
 
-use bytes::{Bytes, BytesMut};
+use std::cell::RefCell;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use super::error::CodecError;
 use super::performative::Performative;
@@ -70,6 +72,11 @@ pub struct Frame {
     pub body: FrameBody,
 }
 
+/// Frame type of AMQP frames.
+const FRAME_TYPE_AMQP: u8 = 0x00;
+/// Frame type of SASL frames.
+const FRAME_TYPE_SASL: u8 = 0x01;
+
 /// Split one whole frame off the front of `buf` and decode it.
 ///
 /// Returns `Ok(None)` when `buf` does not yet hold a whole frame; nothing is
@@ -77,8 +84,78 @@ pub struct Frame {
 /// an error as soon as its header has arrived, before any of its body is
 /// buffered. The payload of a transfer is a zero-copy slice of `buf`.
 pub fn decode_frame(buf: &mut BytesMut, max_frame_size: u32) -> Result<Option<Frame>, CodecError> {
-    let _ = (buf, max_frame_size);
-    unimplemented!("codec: decode_frame")
+    let Some(header) = buf.get(..FRAME_HEADER_BYTES) else {
+        return Ok(None);
+    };
+    let size = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+    let doff = header[4];
+    let frame_type = header[5];
+    let channel = u16::from_be_bytes([header[6], header[7]]);
+    if (size as usize) < FRAME_HEADER_BYTES {
+        return Err(CodecError::MalformedFrame("size < 8"));
+    }
+    if size > max_frame_size {
+        return Err(CodecError::FrameTooLarge {
+            size,
+            max: max_frame_size,
+        });
+    }
+    if doff < 2 {
+        return Err(CodecError::MalformedFrame("doff < 2"));
+    }
+    let body_offset = usize::from(doff) * 4;
+    if body_offset > size as usize {
+        return Err(CodecError::MalformedFrame("doff beyond frame size"));
+    }
+    if frame_type != FRAME_TYPE_AMQP && frame_type != FRAME_TYPE_SASL {
+        return Err(CodecError::UnknownFrameType(frame_type));
+    }
+    let size = size as usize;
+    if buf.len() < size {
+        // Bounded by max_frame_size, checked above.
+        buf.reserve(size - buf.len());
+        return Ok(None);
+    }
+    let mut body = buf.split_to(size).freeze();
+    // The extended header (doff > 2) carries nothing AMQP 1.0 defines.
+    body.advance(body_offset);
+    let body = if frame_type == FRAME_TYPE_SASL {
+        let sasl = SaslFrame::decode(&mut body)?;
+        if !body.is_empty() {
+            return Err(CodecError::InvalidSize("trailing bytes"));
+        }
+        FrameBody::Sasl(sasl)
+    } else if body.is_empty() {
+        FrameBody::Empty
+    } else {
+        let performative = Performative::decode(&mut body)?;
+        if !body.is_empty() && !matches!(performative, Performative::Transfer(_)) {
+            return Err(CodecError::InvalidSize("trailing bytes"));
+        }
+        FrameBody::Amqp {
+            performative,
+            payload: body,
+        }
+    };
+    Ok(Some(Frame { channel, body }))
+}
+
+/// Write a frame header with a size placeholder; returns its position.
+fn begin_frame(out: &mut BytesMut, frame_type: u8, channel: u16) -> usize {
+    let start = out.len();
+    out.put_u32(0);
+    out.put_u8(2);
+    out.put_u8(frame_type);
+    out.put_u16(channel);
+    start
+}
+
+/// Patch the size of the frame begun at `start`, counting `extra` bytes that
+/// the caller writes after what `out` holds now.
+fn finish_frame(out: &mut BytesMut, start: usize, extra: usize) {
+    let size = out.len() - start + extra;
+    debug_assert!(u32::try_from(size).is_ok(), "frame larger than 4 GiB");
+    out[start..start + 4].copy_from_slice(&(size as u32).to_be_bytes());
 }
 
 /// Append a frame header and `performative` to `out`, announcing a frame
@@ -91,22 +168,33 @@ pub fn encode_amqp_frame(
     performative: &Performative,
     payload_len: usize,
 ) {
-    let _ = (out, channel, performative, payload_len);
-    unimplemented!("codec: encode_amqp_frame")
+    let start = begin_frame(out, FRAME_TYPE_AMQP, channel);
+    performative.encode(out);
+    finish_frame(out, start, payload_len);
 }
 
 /// The number of bytes `encode_amqp_frame` writes for `performative`
 /// (header + performative, not the payload). Lets the engine split a
 /// message into frames no larger than the peer's max-frame-size.
 pub fn amqp_frame_overhead(performative: &Performative) -> usize {
-    let _ = performative;
-    unimplemented!("codec: amqp_frame_overhead")
+    thread_local! {
+        // Reused so that asking costs one encode into warm memory, no
+        // allocation; performatives are small.
+        static SCRATCH: RefCell<BytesMut> = RefCell::new(BytesMut::with_capacity(256));
+    }
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        scratch.clear();
+        performative.encode(&mut scratch);
+        FRAME_HEADER_BYTES + scratch.len()
+    })
 }
 
 /// Append a whole SASL frame to `out`.
 pub fn encode_sasl_frame(out: &mut BytesMut, frame: &SaslFrame) {
-    let _ = (out, frame);
-    unimplemented!("codec: encode_sasl_frame")
+    let start = begin_frame(out, FRAME_TYPE_SASL, 0);
+    frame.encode(out);
+    finish_frame(out, start, 0);
 }
 
 /// Append an empty AMQP frame (a heartbeat) on channel 0 to `out`.

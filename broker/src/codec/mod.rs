@@ -7,7 +7,10 @@
 //! before that length has been checked against the bytes actually present
 //! (and, for frames, against the negotiated max-frame-size).
 
+mod codes;
+mod decode;
 pub mod definitions;
+mod encode;
 pub mod error;
 pub mod frame;
 pub mod message;

@@ -7,6 +7,8 @@
 
 use bytes::{Bytes, BytesMut};
 
+use super::decode::Decoder;
+use super::encode;
 use super::error::CodecError;
 
 /// Deepest nesting of lists/maps/arrays/described values the decoder accepts.
@@ -110,13 +112,11 @@ pub enum Value {
 impl Value {
     /// Decode one value from the front of `input`, advancing it.
     pub fn decode(input: &mut Bytes) -> Result<Value, CodecError> {
-        let _ = input;
-        unimplemented!("codec: Value::decode")
+        Decoder::new(input).value()
     }
 
     /// Append the encoding of this value to `out` (smallest encoding that fits).
     pub fn encode(&self, out: &mut BytesMut) {
-        let _ = out;
-        unimplemented!("codec: Value::encode")
+        encode::put_value(out, self);
     }
 }

@@ -128,3 +128,6 @@ pub trait Queue: Send + Sync + 'static {
     /// Depth and consumers.
     fn stats(&self) -> QueueStats;
 }
+
+#[cfg(test)]
+mod tests;

@@ -235,18 +235,8 @@ impl Queue for TransientQueue {
             redelivered: false,
             excluded: Vec::new(),
         };
-        // Fast path: an idle consumer with credit takes it directly.
-        match state.waiting.front().copied() {
-            Some(consumer) if state.ready.is_empty() && state.returned.is_empty() => {
-                state.waiting.pop_front();
-                state.push_to(consumer, entry);
-                state.dispatch();
-            }
-            _ => {
-                state.ready.push_back(entry);
-                state.dispatch();
-            }
-        }
+        state.ready.push_back(entry);
+        state.dispatch();
         // The transient queue takes the message as soon as it holds it.
         Ok(PublishStatus::Accepted)
     }
