@@ -181,3 +181,60 @@ pub fn expect_accepted(outcome: Outcome) -> Result<()> {
         other => Err(anyhow!("broker did not accept a message: {other:?}")),
     }
 }
+
+/// The settlement of an unsettled publish (`Sender::send_batchable`).
+pub type Confirm =
+    fe2o3_amqp::link::delivery::DeliveryFut<Result<Outcome, fe2o3_amqp::link::SendError>>;
+
+/// Wait (within `timeout`) for a publish's settlement and require `accepted`.
+pub async fn confirmed<F>(
+    fut: F,
+    timeout: Duration,
+    what: &(dyn Fn() -> String + Sync),
+) -> Result<()>
+where
+    F: std::future::Future<Output = Result<Outcome, fe2o3_amqp::link::SendError>>,
+{
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok(outcome)) => expect_accepted(outcome).with_context(what),
+        Ok(Err(error)) => Err(anyhow!("{}: publish failed: {error:?}", what())),
+        Err(_) => Err(anyhow!(
+            "{}: no settlement from the broker within {timeout:?}",
+            what()
+        )),
+    }
+}
+
+/// Parse a body size: `256`, `1k`, `1KiB`, `8kb`, `1m`.
+pub fn parse_size(text: &str) -> Result<usize> {
+    let lower = text.trim().to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits_end);
+    let number: usize = number
+        .parse()
+        .with_context(|| format!("invalid size {text:?}"))?;
+    let multiplier = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1024,
+        "m" | "mb" | "mib" => 1024 * 1024,
+        other => bail!("invalid size unit {other:?} in {text:?}"),
+    };
+    Ok(number * multiplier)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("64").ok(), Some(64));
+        assert_eq!(parse_size("1k").ok(), Some(1024));
+        assert_eq!(parse_size("8KiB").ok(), Some(8192));
+        assert_eq!(parse_size(" 256B ").ok(), Some(256));
+        assert!(parse_size("x").is_err());
+        assert!(parse_size("1q").is_err());
+    }
+}

@@ -577,14 +577,15 @@ async fn blast(
     })
 }
 
-type Confirm = fe2o3_amqp::link::delivery::DeliveryFut<
-    Result<fe2o3_amqp::types::messaging::Outcome, fe2o3_amqp::link::SendError>,
->;
-
-async fn confirm_front(in_flight: &mut VecDeque<(u64, Confirm)>, timeout: Duration) -> Result<()> {
+async fn confirm_front(
+    in_flight: &mut VecDeque<(u64, amqp::Confirm)>,
+    timeout: Duration,
+) -> Result<()> {
     let Some((seq, fut)) = in_flight.pop_front() else {
         return Ok(());
     };
-    let outcome = within(timeout, &format!("blast: confirm of message #{seq}"), fut).await?;
-    amqp::expect_accepted(outcome).with_context(|| format!("blast: message #{seq}"))
+    amqp::confirmed(fut, timeout, &|| {
+        format!("blast: confirm of message #{seq}")
+    })
+    .await
 }
