@@ -47,6 +47,11 @@ pub struct Percentiles {
     pub max: f64,
 }
 
+/// `x` rounded to one decimal, for rates and durations in results.
+pub fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
 fn us(ns: f64) -> f64 {
     (ns / 100.0).round() / 10.0
 }
