@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 /// The broker under test.
 pub enum Target {
-    /// A ramqp broker in this process.
-    InProcess(Box<Broker>),
+    /// A ramqp broker in this process (on its own runtime when given).
+    InProcess(Box<Broker>, Option<tokio::runtime::Runtime>),
     /// An external broker.
     Url {
         /// Its URL (may carry user:password).
@@ -29,6 +29,9 @@ pub struct TargetSpec {
     pub pid: Option<u32>,
     /// Data directory for the in-process broker (a temporary one if unset).
     pub data_dir: Option<PathBuf>,
+    /// Run the in-process broker on a runtime of its own with this many
+    /// worker threads, instead of sharing the client's.
+    pub broker_threads: Option<usize>,
 }
 
 impl TargetSpec {
@@ -44,10 +47,28 @@ impl TargetSpec {
                     data_dir: self.data_dir.clone(),
                     ..BrokerConfig::default()
                 };
-                let broker = Broker::start(config)
-                    .await
-                    .context("start the in-process broker")?;
-                Ok(Target::InProcess(Box::new(broker)))
+                match self.broker_threads {
+                    None => {
+                        let broker = Broker::start(config)
+                            .await
+                            .context("start the in-process broker")?;
+                        Ok(Target::InProcess(Box::new(broker), None))
+                    }
+                    Some(threads) => {
+                        let runtime = tokio::runtime::Builder::new_multi_thread()
+                            .worker_threads(threads.max(1))
+                            .thread_name("broker")
+                            .enable_all()
+                            .build()
+                            .context("build the broker's runtime")?;
+                        let broker = runtime
+                            .spawn(Broker::start(config))
+                            .await
+                            .context("broker start task")?
+                            .context("start the in-process broker")?;
+                        Ok(Target::InProcess(Box::new(broker), Some(runtime)))
+                    }
+                }
             }
         }
     }
@@ -66,7 +87,7 @@ impl Target {
     /// The URL clients connect to.
     pub fn url(&self) -> String {
         match self {
-            Target::InProcess(broker) => broker.url(),
+            Target::InProcess(broker, _) => broker.url(),
             Target::Url { url, .. } => url.clone(),
         }
     }
@@ -75,7 +96,7 @@ impl Target {
     /// process (broker + client + harness) for the in-process broker.
     pub fn rss_kib(&self) -> Option<u64> {
         match self {
-            Target::InProcess(_) => read_rss_kib("/proc/self/status"),
+            Target::InProcess(..) => read_rss_kib("/proc/self/status"),
             Target::Url { pid: Some(pid), .. } => read_rss_kib(&format!("/proc/{pid}/status")),
             Target::Url { pid: None, .. } => None,
         }
@@ -84,7 +105,7 @@ impl Target {
     /// What [`Target::rss_kib`] measures.
     pub fn rss_scope(&self) -> &'static str {
         match self {
-            Target::InProcess(_) => "VmRSS of the whole bench process (broker + client + harness)",
+            Target::InProcess(..) => "VmRSS of the whole bench process (broker + client + harness)",
             Target::Url { pid: Some(_), .. } => "VmRSS of the broker process (--pid)",
             Target::Url { pid: None, .. } => "n/a (no --pid given)",
         }
@@ -93,7 +114,7 @@ impl Target {
     /// Ready and unsettled messages of `address`, where the broker tells.
     pub fn queue_depth(&self, address: &str) -> Option<(usize, usize)> {
         match self {
-            Target::InProcess(broker) => broker
+            Target::InProcess(broker, _) => broker
                 .queues()
                 .into_iter()
                 .find(|q| q.address == address)
@@ -104,8 +125,13 @@ impl Target {
 
     /// Stop the in-process broker; nothing for a URL target.
     pub async fn shutdown(self) {
-        if let Target::InProcess(broker) = self {
-            broker.shutdown().await;
+        match self {
+            Target::InProcess(broker, None) => broker.shutdown().await,
+            Target::InProcess(broker, Some(runtime)) => {
+                let _ = runtime.spawn(broker.shutdown()).await;
+                runtime.shutdown_background();
+            }
+            Target::Url { .. } => {}
         }
     }
 }
@@ -115,6 +141,11 @@ pub fn describe(spec: &TargetSpec, address: &str) -> Value {
     let url = spec.url.as_deref().map(redact);
     json!({
         "kind": spec.kind(),
+        "broker_runtime": match (&spec.url, spec.broker_threads) {
+            (Some(_), _) => Value::Null,
+            (None, None) => json!("shared with the client"),
+            (None, Some(n)) => json!(format!("own runtime, {n} worker thread(s)")),
+        },
         "broker": match spec.url {
             None => format!("ramqp-broker {} (in-process)", env!("CARGO_PKG_VERSION")),
             Some(_) => "external".to_string(),

@@ -77,7 +77,11 @@ struct Args {
     /// Data directory of the in-process broker (a temporary one if unset).
     #[arg(long, env = "LAT_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Tokio worker threads (default: one per core).
+    /// Run the in-process broker on its own tokio runtime with this many
+    /// worker threads (default: it shares the client's runtime).
+    #[arg(long, env = "LAT_BROKER_THREADS")]
+    broker_threads: Option<usize>,
+    /// Tokio worker threads of the client (default: one per core).
     #[arg(long, env = "LAT_THREADS")]
     threads: Option<usize>,
 }
@@ -108,6 +112,7 @@ async fn run(args: Args) -> Result<()> {
         url: args.url.clone(),
         pid: args.pid,
         data_dir: args.data_dir.clone(),
+        broker_threads: args.broker_threads,
     };
     let mode = if args.confirm {
         "confirm"
@@ -149,6 +154,9 @@ async fn run(args: Args) -> Result<()> {
             "/latency_us/p99_9",
             "/latency_us/max",
             "/latency_us/mean",
+            "/confirm_us/p50",
+            "/confirm_us/p99",
+            "/confirm_us/p99_9",
             "/blast/publish_msg_s",
             "/blast/drain_msg_s",
             "/blast/total_msg_s",
@@ -183,6 +191,16 @@ async fn run(args: Args) -> Result<()> {
             "mean": pick("latency_us.mean"),
         }),
     );
+    if args.confirm {
+        result.insert(
+            "confirm_percentiles_us".into(),
+            json!({
+                "p50": pick("confirm_us.p50"),
+                "p99": pick("confirm_us.p99"),
+                "p99_9": pick("confirm_us.p99_9"),
+            }),
+        );
+    }
     result.insert(
         "throughput_msg_s".into(),
         json!({
@@ -326,11 +344,14 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
 
     // Closed loop, one in flight.
     let mut histogram = report::histogram();
+    // With --confirm: publish -> `accepted`, on its own.
+    let mut confirm_histogram = report::histogram();
     let rounds = args.warmup + args.lat_n;
     for seq in 0..rounds {
         let message = body(seq);
         let start = Instant::now();
         publish_one(&mut sender, message, args.confirm, timeout, seq).await?;
+        let sent_at = Instant::now();
         let (delivery, stamp, at) = next_own(&mut receiver, run, timeout, &mut checks, &|| {
             format!("closed loop: waiting for message #{seq}")
         })
@@ -347,11 +368,24 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
             histogram
                 .record(nanos.max(1))
                 .map_err(|e| anyhow!("record a latency sample: {e}"))?;
+            if args.confirm {
+                let nanos = sent_at.duration_since(start).as_nanos() as u64;
+                confirm_histogram
+                    .record(nanos.max(1))
+                    .map_err(|e| anyhow!("record a confirm sample: {e}"))?;
+            }
         }
     }
     let latency = Percentiles::of(&histogram);
+    let confirm = args.confirm.then(|| Percentiles::of(&confirm_histogram));
     if args.lat_n > 0 {
         eprintln!("latency: trial {trial}: closed loop {}", latency.line());
+        if let Some(confirm) = &confirm {
+            eprintln!(
+                "latency: trial {trial}: of which publish -> accepted {}",
+                confirm.line()
+            );
+        }
     }
 
     // Blast: publish all with no consumer credit, then drain.
@@ -414,6 +448,7 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
     Ok(json!({
         "trial": trial,
         "latency_us": latency,
+        "confirm_us": confirm,
         "blast": blast.map(|b| json!({
             "messages": args.n,
             "publish_secs": b.publish_secs,

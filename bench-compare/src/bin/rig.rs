@@ -99,7 +99,11 @@ struct Args {
     /// Data directory of the in-process broker (a temporary one if unset).
     #[arg(long, env = "RIG_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Tokio worker threads (default: one per core).
+    /// Run the in-process broker on its own tokio runtime with this many
+    /// worker threads (default: it shares the client's runtime).
+    #[arg(long, env = "RIG_BROKER_THREADS")]
+    broker_threads: Option<usize>,
+    /// Tokio worker threads of the client (default: one per core).
     #[arg(long, env = "RIG_THREADS")]
     threads: Option<usize>,
 }
@@ -148,6 +152,7 @@ async fn run(args: Args) -> Result<()> {
         url: args.url.clone(),
         pid: args.pid,
         data_dir: args.data_dir.clone(),
+        broker_threads: args.broker_threads,
     };
     let mode = if args.rate.is_some() {
         "open-loop"
