@@ -8,6 +8,7 @@
 //! opaque tag the engine chose.
 
 mod address;
+mod dispatch;
 mod message;
 mod registry;
 mod sink;

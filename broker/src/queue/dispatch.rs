@@ -1,0 +1,287 @@
+//! The consumer side of a queue, shared by every queue kind: messages
+//! waiting in FIFO order, competing consumers served round-robin within
+//! their credit, drain, messages out with a consumer until settled, and
+//! their return (in order) when released, modified or abandoned.
+//!
+//! A `Dispatcher` is plain data with no lock and no IO; its owner (a
+//! transient queue, or the leader of a quorum queue) serializes access.
+//! Deliveries go to a consumer's [`Sink`] only within its credit.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::message::{Delivery, Message, MessageId};
+use super::sink::{QueueEventKind, Sink};
+use super::{ConsumerId, Outcome};
+
+/// A message waiting in the queue or out with a consumer.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) id: MessageId,
+    pub(crate) message: Message,
+    pub(crate) delivery_count: u32,
+    pub(crate) redelivered: bool,
+    /// Consumers that answered `modified` with undeliverable-here; empty
+    /// (no allocation) for nearly every message.
+    pub(crate) excluded: Vec<ConsumerId>,
+}
+
+impl Entry {
+    pub(crate) fn new(id: MessageId, message: Message) -> Entry {
+        let delivery_count = message.published_delivery_count();
+        Entry {
+            id,
+            message,
+            delivery_count,
+            redelivered: false,
+            excluded: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Consumer {
+    sink: Sink,
+    tag: u64,
+    /// Deliveries pushed so far, in the link's delivery-count space.
+    delivery_count: u32,
+    /// Push while `delivery_count` is before this (serial arithmetic).
+    credit_limit: u32,
+    /// Whether the consumer sits in `Dispatcher::waiting`.
+    waiting: bool,
+}
+
+impl Consumer {
+    fn credit(&self) -> u32 {
+        let credit = self.credit_limit.wrapping_sub(self.delivery_count);
+        // A limit behind the delivery-count (a stale flow) means no credit.
+        if (credit as i32) < 0 {
+            0
+        } else {
+            credit
+        }
+    }
+}
+
+/// What a settlement did to the message.
+#[derive(Debug)]
+pub(crate) enum Settled {
+    /// Accepted or rejected: the message is gone; here it is.
+    Removed(Entry),
+    /// Released or modified: it is waiting again.
+    Returned,
+    /// Not out with that consumer (already settled, or never delivered).
+    Unknown,
+}
+
+/// Waiting messages and the consumers they go to.
+#[derive(Debug, Default)]
+pub(crate) struct Dispatcher {
+    next_consumer: u64,
+    /// Never-delivered messages, oldest first.
+    ready: VecDeque<Entry>,
+    /// Messages that came back from consumers, served first, in id order.
+    returned: BTreeMap<MessageId, Entry>,
+    /// Messages out with a consumer, not yet settled.
+    out: HashMap<MessageId, (ConsumerId, Entry)>,
+    consumers: HashMap<ConsumerId, Consumer>,
+    /// Consumers with credit, in round-robin order.
+    waiting: VecDeque<ConsumerId>,
+}
+
+impl Dispatcher {
+    /// Messages waiting (not out with a consumer).
+    pub(crate) fn n_ready(&self) -> usize {
+        self.ready.len() + self.returned.len()
+    }
+
+    /// Messages out with consumers.
+    pub(crate) fn n_out(&self) -> usize {
+        self.out.len()
+    }
+
+    pub(crate) fn n_consumers(&self) -> usize {
+        self.consumers.len()
+    }
+
+    /// Add a message at the back and hand it out if someone has credit.
+    pub(crate) fn push(&mut self, entry: Entry) {
+        self.ready.push_back(entry);
+        self.dispatch();
+    }
+
+    pub(crate) fn subscribe(&mut self, sink: Sink, tag: u64) -> ConsumerId {
+        let id = ConsumerId(self.next_consumer);
+        self.next_consumer += 1;
+        self.consumers.insert(
+            id,
+            Consumer {
+                sink,
+                tag,
+                delivery_count: 0,
+                credit_limit: 0,
+                waiting: false,
+            },
+        );
+        id
+    }
+
+    /// Set a consumer's credit limit; with `drain`, push what is there and
+    /// then report the rest of the credit as used.
+    pub(crate) fn flow(&mut self, consumer: ConsumerId, credit_limit: u32, drain: bool) {
+        let Some(c) = self.consumers.get_mut(&consumer) else {
+            return;
+        };
+        c.credit_limit = credit_limit;
+        if c.credit() > 0 && !c.waiting {
+            c.waiting = true;
+            self.waiting.push_back(consumer);
+        }
+        self.dispatch();
+        if drain {
+            if let Some(c) = self.consumers.get_mut(&consumer) {
+                if c.credit() > 0 {
+                    c.delivery_count = c.credit_limit;
+                }
+                c.waiting = false;
+                let limit = c.credit_limit;
+                c.sink.send(
+                    c.tag,
+                    QueueEventKind::Drained {
+                        credit_limit: limit,
+                    },
+                );
+                self.waiting.retain(|w| *w != consumer);
+            }
+        }
+    }
+
+    /// Apply a consumer's outcome to a message it holds.
+    pub(crate) fn settle(
+        &mut self,
+        consumer: ConsumerId,
+        message: MessageId,
+        outcome: Outcome,
+    ) -> Settled {
+        let Some((owner, mut entry)) = self.out.remove(&message) else {
+            return Settled::Unknown;
+        };
+        if owner != consumer {
+            self.out.insert(message, (owner, entry));
+            return Settled::Unknown;
+        }
+        match outcome {
+            Outcome::Accepted | Outcome::Rejected => return Settled::Removed(entry),
+            Outcome::Released => {}
+            Outcome::Modified {
+                delivery_failed,
+                undeliverable_here,
+            } => {
+                if delivery_failed {
+                    entry.delivery_count = entry.delivery_count.saturating_add(1);
+                }
+                if undeliverable_here {
+                    entry.excluded.push(consumer);
+                }
+            }
+        }
+        entry.redelivered = true;
+        self.returned.insert(message, entry);
+        self.dispatch();
+        Settled::Returned
+    }
+
+    /// Remove a consumer; its unsettled messages wait again, in order.
+    pub(crate) fn unsubscribe(&mut self, consumer: ConsumerId) {
+        self.remove_consumer(consumer);
+        self.dispatch();
+    }
+
+    /// The oldest message `consumer` may take, removed from the queue.
+    fn take_for(&mut self, consumer: ConsumerId) -> Option<Entry> {
+        if let Some(id) = self
+            .returned
+            .iter()
+            .find(|(_, e)| !e.excluded.contains(&consumer))
+            .map(|(id, _)| *id)
+        {
+            return self.returned.remove(&id);
+        }
+        let index = self
+            .ready
+            .iter()
+            .position(|e| !e.excluded.contains(&consumer))?;
+        self.ready.remove(index)
+    }
+
+    /// Hand out messages to waiting consumers, round-robin, within credit.
+    fn dispatch(&mut self) {
+        let mut passed_over = Vec::new();
+        while self.n_ready() > 0 {
+            let Some(id) = self.waiting.pop_front() else {
+                break;
+            };
+            let Some(consumer) = self.consumers.get_mut(&id) else {
+                continue;
+            };
+            if consumer.credit() == 0 {
+                consumer.waiting = false;
+                continue;
+            }
+            let Some(entry) = self.take_for(id) else {
+                // Everything left excludes this consumer.
+                passed_over.push(id);
+                continue;
+            };
+            self.push_to(id, entry);
+        }
+        self.waiting.extend(passed_over);
+    }
+
+    /// Push one message to a consumer that has credit, and requeue the
+    /// consumer if it still has credit.
+    fn push_to(&mut self, id: ConsumerId, entry: Entry) {
+        let Some(consumer) = self.consumers.get_mut(&id) else {
+            self.returned.insert(entry.id, entry);
+            return;
+        };
+        let delivery = Delivery {
+            id: entry.id,
+            message: entry.message.clone(),
+            delivery_count: entry.delivery_count,
+            redelivered: entry.redelivered,
+        };
+        if !consumer
+            .sink
+            .send(consumer.tag, QueueEventKind::Deliver(delivery))
+        {
+            // The connection vanished without unsubscribing: treat it as gone.
+            self.returned.insert(entry.id, entry);
+            self.remove_consumer(id);
+            return;
+        }
+        consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
+        let more = consumer.credit() > 0;
+        consumer.waiting = more;
+        self.out.insert(entry.id, (id, entry));
+        if more {
+            self.waiting.push_back(id);
+        }
+    }
+
+    fn remove_consumer(&mut self, id: ConsumerId) {
+        self.consumers.remove(&id);
+        self.waiting.retain(|c| *c != id);
+        let mine: Vec<MessageId> = self
+            .out
+            .iter()
+            .filter(|(_, (owner, _))| *owner == id)
+            .map(|(message, _)| *message)
+            .collect();
+        for message in mine {
+            if let Some((_, mut entry)) = self.out.remove(&message) {
+                entry.redelivered = true;
+                self.returned.insert(message, entry);
+            }
+        }
+    }
+}
