@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::engine::{self, ConnectionContext};
 use crate::queue::Registry;
+use crate::quorum::{LocalTransport, QuorumNode, RpcHandler};
 
 /// Errors from starting or stopping a broker.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,9 @@ pub enum BrokerError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The quorum-queue store could not be opened.
+    #[error("quorum queues: {0}")]
+    Quorum(#[from] crate::quorum::QuorumError),
     /// The configuration is inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -64,6 +68,9 @@ pub struct Broker {
     registry: Arc<Registry>,
     shutdown: watch::Sender<bool>,
     accept_task: tokio::task::JoinHandle<()>,
+    quorum: Arc<QuorumNode>,
+    transport: Arc<LocalTransport>,
+    node_id: u64,
 }
 
 /// How long a graceful shutdown waits for connections to finish closing.
@@ -73,6 +80,15 @@ impl Broker {
     /// Bind the listener and start serving. Must be called inside a tokio
     /// runtime; the broker's tasks run on that runtime.
     pub async fn start(config: BrokerConfig) -> Result<Broker, BrokerError> {
+        Self::start_with_transport(config, None).await
+    }
+
+    /// Start a node that reaches the other nodes of its cluster through an
+    /// in-process transport (for embedded clusters; see [`crate::Cluster`]).
+    pub async fn start_with_transport(
+        config: BrokerConfig,
+        transport: Option<Arc<LocalTransport>>,
+    ) -> Result<Broker, BrokerError> {
         validate(&config)?;
         let data_dir = match &config.data_dir {
             Some(path) => {
@@ -103,7 +119,13 @@ impl Broker {
             addr: config.listen,
             source,
         })?;
-        let registry = Arc::new(Registry::new(config.queues.clone()));
+        let transport = transport.unwrap_or_default();
+        let quorum = QuorumNode::open(data_dir.path(), transport.clone(), config.quorum.clone())
+            .await
+            .map_err(BrokerError::Quorum)?;
+        let handler: Arc<dyn RpcHandler> = quorum.clone();
+        transport.register(config.quorum.node_id, Arc::downgrade(&handler));
+        let registry = Arc::new(Registry::new(config.queues.clone(), Some(quorum.clone())));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let container_id = config
             .container_id
@@ -123,6 +145,9 @@ impl Broker {
             registry,
             shutdown,
             accept_task,
+            quorum,
+            transport,
+            node_id: config.quorum.node_id,
         })
     }
 
@@ -141,6 +166,16 @@ impl Broker {
         self.data_dir.path()
     }
 
+    /// This node's quorum-queue side (Raft groups).
+    pub fn quorum(&self) -> &Arc<QuorumNode> {
+        &self.quorum
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
     /// Names and depths of the queues that exist now.
     pub fn queues(&self) -> Vec<crate::queue::QueueStats> {
         self.registry.stats()
@@ -150,6 +185,7 @@ impl Broker {
     /// and wait (up to a grace period) for their tasks to end.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        self.transport.unregister(self.node_id);
         let mut accept_task = self.accept_task;
         if tokio::time::timeout(SHUTDOWN_GRACE * 2, &mut accept_task)
             .await
@@ -157,6 +193,7 @@ impl Broker {
         {
             accept_task.abort();
         }
+        self.quorum.shutdown().await;
         tracing::info!(local_addr = %self.local_addr, "broker stopped");
     }
 }

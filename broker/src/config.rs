@@ -25,6 +25,8 @@ pub struct BrokerConfig {
     pub sasl: SaslConfig,
     /// Queue behaviour.
     pub queues: QueuesConfig,
+    /// Quorum queues and the Raft groups behind them.
+    pub quorum: QuorumConfig,
 }
 
 impl Default for BrokerConfig {
@@ -36,6 +38,7 @@ impl Default for BrokerConfig {
             limits: Limits::default(),
             sasl: SaslConfig::default(),
             queues: QueuesConfig::default(),
+            quorum: QuorumConfig::default(),
         }
     }
 }
@@ -141,6 +144,52 @@ impl Default for QueuesConfig {
             declare: Vec::new(),
             max_messages: 1_000_000,
             max_bytes: 1024 * 1024 * 1024,
+        }
+    }
+}
+
+/// Quorum queues: node identity, cluster members, Raft timings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuorumConfig {
+    /// This node's id in the cluster (unique, non-zero).
+    pub node_id: u64,
+    /// Ids of every node of the cluster; empty means this node alone.
+    pub members: Vec<u64>,
+    /// Replicas per quorum queue (capped by the number of members).
+    pub replication_factor: usize,
+    /// Leader heartbeat period. Idle cost grows with groups / this.
+    pub heartbeat_interval_ms: u64,
+    /// Election time-out range: long enough that a loaded 2-core machine
+    /// does not trigger elections, short enough for a quick fail-over.
+    pub election_timeout_min_ms: u64,
+    /// Upper end of the election time-out range.
+    pub election_timeout_max_ms: u64,
+    /// Log entries between snapshots (logs before a snapshot are purged).
+    pub snapshot_every_entries: u64,
+    /// Publishes proposed and not yet committed, per queue, before the
+    /// queue's publishers stop getting credit.
+    pub max_inflight_publishes: usize,
+    /// How long a publish may wait for its commit before the publisher
+    /// hears `released` (e.g. no quorum).
+    pub publish_timeout_ms: u64,
+    /// How long an attach waits for a new queue's first leader.
+    pub leader_wait_ms: u64,
+}
+
+impl Default for QuorumConfig {
+    fn default() -> Self {
+        QuorumConfig {
+            node_id: 1,
+            members: Vec::new(),
+            replication_factor: 3,
+            heartbeat_interval_ms: 1000,
+            election_timeout_min_ms: 3000,
+            election_timeout_max_ms: 6000,
+            snapshot_every_entries: 100_000,
+            max_inflight_publishes: 10_000,
+            publish_timeout_ms: 10_000,
+            leader_wait_ms: 15_000,
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod codec;
 pub mod config;
 pub mod queue;
+pub mod quorum;
 
 mod broker;
 mod engine;

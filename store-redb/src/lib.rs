@@ -1,5 +1,43 @@
 //! openraft log, vote and metadata storage on redb, one database for all
 //! Raft groups of a node, with group commit (one fsync for many groups).
 //!
-//! Not built yet: this crate arrives with the quorum-queue issue. It is in
-//! the workspace now so the layout matches the product brief.
+//! - [`LogStore`]: the node-wide store (one redb file, one writer thread);
+//!   [`LogStore::group`] gives a group's [`GroupLogStore`], which implements
+//!   openraft's `RaftLogStorage` and `RaftLogReader` for any type config
+//!   whose entries are `Clone + Serialize + DeserializeOwned`.
+//! - Writes of all groups go through one writer thread that commits whatever
+//!   is queued in ONE redb transaction with one fsync, then completes every
+//!   waiter ([`BatchStats`] counts it).
+//! - Every stored record carries a CRC32C over its key and payload, checked
+//!   on every read.
+//!
+//! Module map: `store` (the node-wide handle) → `raft` (openraft trait
+//! impls) → `group` (a group's state and read path) and `tail` (appended,
+//! not yet durable entries) → `writer` (the group-commit thread) →
+//! `record` (CRC framing, postcard) and `tables` (redb tables, keys);
+//! `error`, `stats`.
+//!
+//! `README.md` beside this crate documents the data layout, the group-commit
+//! protocol, the durability guarantees and what redb promises on a crash.
+#![warn(unreachable_pub, missing_docs)]
+
+mod error;
+mod group;
+mod raft;
+mod record;
+mod stats;
+mod store;
+mod tables;
+mod tail;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+pub use error::Error;
+pub use group::{GroupLogReader, GroupLogStore};
+pub use stats::{BatchStats, BatchStatsSnapshot};
+pub use store::{
+    LogStore, LogStoreOptions, VerifyReport, BATCH_REQUESTS_MAX_DEFAULT, CACHE_SIZE_BYTES_DEFAULT,
+    WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT,
+};
+pub use tables::{MetaKind, RecordKey};

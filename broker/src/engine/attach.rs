@@ -8,7 +8,19 @@ use super::outbox::Outbox;
 use super::state::State;
 use crate::codec::definitions::condition;
 use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target};
-use crate::queue::{QueueAddress, RegistryError};
+use crate::queue::{QueueAddress, QueueError, RegistryError};
+
+/// The AMQP error for a queue's refusal.
+pub(crate) fn queue_error(error: &QueueError) -> Error {
+    let condition = match error {
+        QueueError::Gone(_) => condition::RESOURCE_DELETED,
+        QueueError::Refused(_) => condition::RESOURCE_LIMIT_EXCEEDED,
+        // Not a redirect (no address to give yet): the client should
+        // attach again at the leader's node.
+        QueueError::NotLeader { .. } => condition::NOT_ALLOWED,
+    };
+    Error::new(condition, error.to_string())
+}
 
 impl State {
     pub(crate) fn on_attach(
@@ -29,7 +41,8 @@ impl State {
                 ),
             ));
         }
-        if session.links.contains_key(&attach.handle) {
+        if session.links.contains_key(&attach.handle) || session.detaching.contains(&attach.handle)
+        {
             return Err(ConnectionError::protocol(
                 condition::HANDLE_IN_USE,
                 format!("handle {} is already attached", attach.handle),
@@ -62,17 +75,23 @@ impl State {
         };
         let address = QueueAddress::parse(address)
             .map_err(|e| Error::new(condition::NOT_FOUND, e.to_string()))?;
-        self.context.registry.lookup(&address).map_err(|e| match e {
-            RegistryError::NotFound(_) => Error::new(condition::NOT_FOUND, e.to_string()),
-            RegistryError::QuorumUnavailable(_) => {
-                Error::new(condition::NOT_IMPLEMENTED, e.to_string())
-            }
-        })
+        let queue = self
+            .context
+            .registry
+            .lookup(&address)
+            .map_err(|e| match e {
+                RegistryError::NotFound(_) => Error::new(condition::NOT_FOUND, e.to_string()),
+                RegistryError::QuorumUnavailable(..) => {
+                    Error::new(condition::RESOURCE_LIMIT_EXCEEDED, e.to_string())
+                }
+            })?;
+        queue.serves_here().map_err(|e| queue_error(&e))?;
+        Ok(queue)
     }
 
     /// Refuse a link: attach back with a null terminus on our side, then
     /// detach it closed with the error (transport 2.6.3).
-    fn refuse(channel: u16, attach: Attach, role: Role, error: Error, out: &mut Outbox) {
+    fn refuse(&mut self, channel: u16, attach: Attach, role: Role, error: Error, out: &mut Outbox) {
         let handle = attach.handle;
         let reply = Attach {
             role,
@@ -96,12 +115,36 @@ impl State {
             ..attach
         };
         out.frame(channel, &Performative::Attach(Box::new(reply)));
-        let detach = Detach {
-            handle,
-            closed: true,
-            error: Some(error),
+        self.detach_link(channel, handle, error, out);
+    }
+
+    /// Detach a link from our side, closing it with `error`: release what
+    /// it held and ignore the peer's frames on it until it answers.
+    pub(crate) fn detach_link(
+        &mut self,
+        channel: u16,
+        handle: u32,
+        error: Error,
+        out: &mut Outbox,
+    ) {
+        let Some(session) = self.sessions.get_mut(&channel) else {
+            return;
         };
-        out.frame(channel, &Performative::Detach(detach));
+        let link = session.links.remove(&handle);
+        session.unsettled.retain(|_, u| u.handle != handle);
+        session.pending.retain(|t| t.handle != handle);
+        session.detaching.insert(handle);
+        if let Some(link) = link {
+            self.release_link(link);
+        }
+        out.frame(
+            channel,
+            &Performative::Detach(Detach {
+                handle,
+                closed: true,
+                error: Some(error),
+            }),
+        );
     }
 
     fn attach_publisher(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
@@ -113,7 +156,7 @@ impl State {
             Ok(queue) => queue,
             Err(error) => {
                 tracing::debug!(link = %attach.name, error = ?error.description, "publisher link refused");
-                return Self::refuse(channel, attach, Role::Receiver, error, out);
+                return self.refuse(channel, attach, Role::Receiver, error, out);
             }
         };
         let context = self.context.clone();
@@ -182,7 +225,7 @@ impl State {
             Ok(queue) => queue,
             Err(error) => {
                 tracing::debug!(link = %attach.name, error = ?error.description, "consumer link refused");
-                return Self::refuse(channel, attach, Role::Sender, error, out);
+                return self.refuse(channel, attach, Role::Sender, error, out);
             }
         };
         let tag = self.allocate_tag(channel, attach.handle);
@@ -190,8 +233,7 @@ impl State {
             Ok(consumer) => consumer,
             Err(e) => {
                 self.tags.remove(&tag);
-                let error = Error::new(condition::RESOURCE_LIMIT_EXCEEDED, e.to_string());
-                return Self::refuse(channel, attach, Role::Sender, error, out);
+                return self.refuse(channel, attach, Role::Sender, queue_error(&e), out);
             }
         };
         let reply = Attach {
@@ -237,6 +279,10 @@ impl State {
         let Some(session) = self.sessions.get_mut(&channel) else {
             return Ok(());
         };
+        if session.detaching.remove(&detach.handle) {
+            // The answer to our own detach.
+            return Ok(());
+        }
         let Some(link) = session.links.remove(&detach.handle) else {
             return Err(ConnectionError::protocol(
                 condition::UNATTACHED_HANDLE,

@@ -248,6 +248,9 @@ impl Connection {
                     while let Some(frame) = decode_frame(&mut self.buf, max_frame)? {
                         match frame.body {
                             FrameBody::Amqp { performative, payload } => {
+                                if let Performative::Attach(attach) = &performative {
+                                    self.prepare_queue(attach).await;
+                                }
                                 state.on_frame(frame.channel, performative, payload, &mut self.out)?;
                             }
                             FrameBody::Empty => {}
@@ -284,6 +287,23 @@ impl Connection {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Make the queue an attach names ready for lookup (a quorum queue's
+    /// group is opened or created here, which may wait for an election).
+    /// Failures are reported by the attach itself.
+    async fn prepare_queue(&self, attach: &crate::codec::Attach) {
+        let address = match attach.role {
+            crate::codec::Role::Sender => attach.target.as_ref().and_then(|t| t.address.as_deref()),
+            crate::codec::Role::Receiver => {
+                attach.source.as_ref().and_then(|s| s.address.as_deref())
+            }
+        };
+        if let Some(address) = address.and_then(|a| crate::queue::QueueAddress::parse(a).ok()) {
+            if let Err(error) = self.context.registry.prepare(&address).await {
+                tracing::debug!(%error, "queue not ready");
             }
         }
     }

@@ -126,6 +126,7 @@ impl State {
             return Ok(());
         };
         let reply = match session.links.get_mut(&handle) {
+            None if session.detaching.contains(&handle) => None,
             None => {
                 return Err(ConnectionError::protocol(
                     condition::UNATTACHED_HANDLE,

@@ -119,6 +119,8 @@ pub(crate) async fn run(
     match ProtocolHeader::parse(&header) {
         ProtocolHeader::Amqp if config.allow_anonymous => {
             out.raw(&AMQP_HEADER);
+            // The peer may wait for our header before it sends `open`.
+            out.flush(stream).await?;
             return Ok(Identity::Anonymous);
         }
         ProtocolHeader::Amqp => {
@@ -189,6 +191,7 @@ pub(crate) async fn run(
         return Err(HandshakeError::BadHeader(header));
     }
     out.raw(&AMQP_HEADER);
+    out.flush(stream).await?;
     Ok(identity)
 }
 

@@ -2,7 +2,7 @@
 //! deliveries we sent that the peer has not settled, and the queue of
 //! outgoing transfer frames waiting for the peer's incoming window.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use bytes::Bytes;
 
@@ -65,6 +65,9 @@ pub(crate) struct Session {
     pub(crate) channel: u16,
     pub(crate) handle_max: u32,
     pub(crate) links: HashMap<u32, Link>,
+    /// Handles we detached and whose detach the peer has not answered yet:
+    /// frames still in flight on them are ignored.
+    pub(crate) detaching: HashSet<u32>,
     /// Next transfer-id we expect from the peer.
     pub(crate) next_incoming_id: u32,
     /// Transfer frames the peer may still send before our next flow.
@@ -93,6 +96,7 @@ impl Session {
             channel,
             handle_max,
             links: HashMap::new(),
+            detaching: HashSet::new(),
             next_incoming_id: 0,
             incoming_window: window,
             incoming_window_max: window,

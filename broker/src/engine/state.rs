@@ -14,7 +14,7 @@ use super::outbox::Outbox;
 use super::session::Session;
 use super::ConnectionContext;
 use crate::codec::definitions::condition;
-use crate::codec::{Begin, End, Performative};
+use crate::codec::{Begin, End, Error, Performative};
 use crate::queue::{QueueEvent, QueueEventKind, Sink};
 
 /// Where a queue-event tag leads.
@@ -189,6 +189,15 @@ impl State {
                 self.published(link, token as u32, outcome, out)
             }
             QueueEventKind::Capacity => self.capacity(link, out),
+            QueueEventKind::Closed {
+                condition,
+                description,
+            } => self.detach_link(
+                link.channel,
+                link.handle,
+                Error::new(condition, description),
+                out,
+            ),
         }
         Ok(())
     }

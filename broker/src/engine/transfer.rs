@@ -12,8 +12,8 @@ use super::session::Session;
 use super::state::{LinkRef, State};
 use crate::codec::definitions::condition;
 use crate::codec::{
-    DeliveryState, Detach, Disposition, Error, Flow, MessageView, Performative, ReceiverSettleMode,
-    Role, Transfer,
+    DeliveryState, Disposition, Error, Flow, MessageView, Performative, ReceiverSettleMode, Role,
+    Transfer,
 };
 use crate::queue::{Message, Outcome, PublishConfirm, PublishStatus};
 
@@ -40,6 +40,8 @@ impl State {
         let handle = transfer.handle;
         let session_flow = session.flow();
         let link = match session.links.get_mut(&handle) {
+            // In flight before the peer saw our detach.
+            None if session.detaching.contains(&handle) => return Ok(()),
             Some(Link::Publisher(link)) => link,
             Some(Link::Consumer(_)) => {
                 return Err(ConnectionError::protocol(
@@ -91,17 +93,7 @@ impl State {
                 condition::MESSAGE_SIZE_EXCEEDED,
                 format!("message exceeds max-message-size {}", link.max_message_size),
             );
-            if let Some(Link::Publisher(link)) = session.links.remove(&handle) {
-                self.tags.remove(&link.tag);
-            }
-            out.frame(
-                channel,
-                &Performative::Detach(Detach {
-                    handle,
-                    closed: true,
-                    error: Some(error),
-                }),
-            );
+            self.detach_link(channel, handle, error, out);
             return Ok(());
         }
         if !payload.is_empty() {
@@ -125,6 +117,15 @@ impl State {
         ) {
             Some(Answer::Accepted(id)) => record_outcome(session, mode, id, Outcome::Accepted, out),
             Some(Answer::Rejected(id, state)) => reject(channel, id, state, out),
+            Some(Answer::Detach(id, error)) => {
+                // The queue cannot take messages here (e.g. its leader
+                // moved): the delivery is released and the link detached,
+                // so the publisher sends again where the queue is served.
+                if let Some(id) = id {
+                    reject(channel, id, DeliveryState::Released, out);
+                }
+                self.detach_link(channel, handle, error, out);
+            }
             None => {}
         }
         Ok(())
@@ -165,6 +166,8 @@ impl State {
 enum Answer {
     Accepted(u32),
     Rejected(u32, DeliveryState),
+    /// Detach the link; release the delivery if it was unsettled.
+    Detach(Option<u32>, Error),
 }
 
 /// Hand a complete message to the queue, decide the publisher's answer, and
@@ -190,21 +193,16 @@ fn publish(
             };
             let confirm = (!settled).then(|| PublishConfirm {
                 sink: sink.clone(),
-                token: (link.tag << 32) | u64::from(delivery_id),
+                tag: link.tag,
+                token: u64::from(delivery_id),
             });
             match link.queue.publish(message, confirm) {
                 Ok(PublishStatus::Accepted) if !settled => Some(Answer::Accepted(delivery_id)),
                 Ok(_) => None,
-                Err(e) if !settled => Some(Answer::Rejected(
-                    delivery_id,
-                    DeliveryState::Rejected {
-                        error: Some(Error::new(condition::RESOURCE_DELETED, e.to_string())),
-                    },
+                Err(e) => Some(Answer::Detach(
+                    (!settled).then_some(delivery_id),
+                    super::attach::queue_error(&e),
                 )),
-                Err(e) => {
-                    tracing::warn!(error = %e, "pre-settled publish dropped by its queue");
-                    None
-                }
             }
         }
         Err(e) if !settled => Some(Answer::Rejected(
@@ -253,7 +251,26 @@ fn record_outcome(
         (Outcome::Accepted, ReceiverSettleMode::Second) => {
             session.accepted_unsettled.push(delivery_id)
         }
-        _ => reject(
+        (Outcome::Released, _) => {
+            reject(session.channel, delivery_id, DeliveryState::Released, out)
+        }
+        (
+            Outcome::Modified {
+                delivery_failed,
+                undeliverable_here,
+            },
+            _,
+        ) => reject(
+            session.channel,
+            delivery_id,
+            DeliveryState::Modified {
+                delivery_failed,
+                undeliverable_here,
+                message_annotations: None,
+            },
+            out,
+        ),
+        (Outcome::Rejected, _) => reject(
             session.channel,
             delivery_id,
             DeliveryState::Rejected { error: None },

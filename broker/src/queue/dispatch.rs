@@ -109,6 +109,35 @@ impl Dispatcher {
         self.dispatch();
     }
 
+    /// Put a message back in id order (rebuilding from replicated state).
+    pub(crate) fn push_returned(&mut self, entry: Entry) {
+        self.returned.insert(entry.id, entry);
+        self.dispatch();
+    }
+
+    /// Forget a message wherever it is (settled elsewhere).
+    pub(crate) fn remove(&mut self, id: MessageId) {
+        if self.out.remove(&id).is_some() || self.returned.remove(&id).is_some() {
+            return;
+        }
+        if let Some(index) = self.ready.iter().position(|e| e.id == id) {
+            self.ready.remove(index);
+        }
+    }
+
+    /// Drop every message and consumer (a quorum queue's leader stepping
+    /// down); returns the consumers' sinks and tags so they can be told.
+    pub(crate) fn clear(&mut self) -> Vec<(Sink, u64)> {
+        self.ready.clear();
+        self.returned.clear();
+        self.out.clear();
+        self.waiting.clear();
+        self.consumers
+            .drain()
+            .map(|(_, c)| (c.sink, c.tag))
+            .collect()
+    }
+
     pub(crate) fn subscribe(&mut self, sink: Sink, tag: u64) -> ConsumerId {
         let id = ConsumerId(self.next_consumer);
         self.next_consumer += 1;

@@ -8,7 +8,7 @@
 //! opaque tag the engine chose.
 
 mod address;
-mod dispatch;
+pub(crate) mod dispatch;
 mod message;
 mod registry;
 mod sink;
@@ -58,7 +58,9 @@ pub struct ConsumerId(pub u64);
 pub struct PublishConfirm {
     /// Where to report it.
     pub sink: Sink,
-    /// Opaque to the queue; handed back in the event.
+    /// The publishing link's tag, for the event.
+    pub tag: u64,
+    /// Opaque to the queue; handed back in the event (the delivery-id).
     pub token: u64,
 }
 
@@ -84,6 +86,14 @@ pub enum QueueError {
     /// The queue refuses this consumer (too many consumers, ...).
     #[error("{0}")]
     Refused(String),
+    /// This node does not lead the queue's Raft group.
+    #[error("this node does not lead {queue}{}", .leader.map(|l| format!("; node {l} does")).unwrap_or_default())]
+    NotLeader {
+        /// The queue.
+        queue: String,
+        /// The leader's node id, when known.
+        leader: Option<u64>,
+    },
 }
 
 /// The interface between the protocol engine and every kind of queue.
@@ -95,6 +105,12 @@ pub enum QueueError {
 pub trait Queue: Send + Sync + 'static {
     /// The queue's address.
     fn address(&self) -> &QueueAddress;
+
+    /// Whether links to this queue can be served on this node now (a
+    /// quorum queue is served by its Raft leader).
+    fn serves_here(&self) -> Result<(), QueueError> {
+        Ok(())
+    }
 
     /// Offer a message. With `confirm`, a `Pending` outcome is later
     /// reported on that sink; without it the publisher settled already.

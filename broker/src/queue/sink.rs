@@ -34,6 +34,14 @@ pub enum QueueEventKind {
     },
     /// The queue has room again for the publisher with this tag.
     Capacity,
+    /// The queue can no longer serve this link here (e.g. its Raft leader
+    /// moved): the engine detaches the link with this error.
+    Closed {
+        /// AMQP error condition.
+        condition: &'static str,
+        /// Why.
+        description: String,
+    },
 }
 
 /// One event with the engine's tag.

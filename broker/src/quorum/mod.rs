@@ -1,0 +1,25 @@
+//! Quorum queues: each `/quorum/<name>` queue is one openraft group whose
+//! log lives in the node's redb store (group commit across groups). A
+//! publish is `accepted` only once its entry is committed on a majority and
+//! fsynced; consumers are served by the group's leader.
+//!
+//! Architecture invariant: this module reaches disk only through
+//! `store_redb` (the log) and its own snapshot files, and other nodes only
+//! through a [`RaftTransport`]; it knows nothing of gRPC or redb tables.
+
+mod index;
+mod network;
+mod node;
+mod queue;
+mod state_machine;
+mod transport;
+mod types;
+
+pub use node::{QuorumError, QuorumNode};
+pub use queue::QuorumQueue;
+pub use transport::{
+    LocalTransport, RaftTransport, RpcEnvelope, RpcFuture, RpcHandler, RpcKind, TransportError,
+};
+pub use types::{
+    group_id, Applied, Command, GroupId, NodeId, QueueRaft, QueueRaftHandle, SettleKind,
+};

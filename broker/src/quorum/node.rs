@@ -1,0 +1,351 @@
+//! [`QuorumNode`]: this node's side of every quorum queue. It owns the
+//! node-wide Raft log store (one redb file, group commit), opens a group per
+//! queue (creating it on first use, re-opening it from disk at start-up),
+//! and answers Raft RPCs from other nodes, creating a replica when a group
+//! first reaches it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use openraft::{BasicNode, Raft, SnapshotPolicy};
+use serde::Serialize;
+use store_redb::{LogStore, LogStoreOptions};
+use tokio::sync::OnceCell;
+
+use super::network::GroupNetwork;
+use super::queue::QuorumQueue;
+use super::state_machine::{QueueStateMachine, Shared};
+use super::transport::{
+    RaftTransport, RpcEnvelope, RpcFuture, RpcHandler, RpcKind, TransportError,
+};
+use super::types::{group_id, GroupId, NodeId, QueueRaft};
+use crate::config::QuorumConfig;
+use crate::queue::{Queue, QueueAddress, QueueKind};
+
+/// Errors opening or creating quorum queues.
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumError {
+    /// The Raft log store could not be opened or used.
+    #[error("raft log store: {0}")]
+    Store(#[from] store_redb::Error),
+    /// A file of the node's data directory.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// openraft refused to start or initialize the group.
+    #[error("raft: {0}")]
+    Raft(String),
+    /// No leader was elected in time.
+    #[error("{0}: no leader elected within {1:?}")]
+    NoLeader(String, Duration),
+    /// Two queue names hash to the same group id.
+    #[error("queue {0} collides with {1} (same group id)")]
+    Collision(String, String),
+}
+
+type GroupCell = Arc<OnceCell<Arc<QuorumQueue>>>;
+
+/// This node's quorum queues.
+pub struct QuorumNode {
+    node_id: NodeId,
+    dir: PathBuf,
+    store: LogStore,
+    transport: Arc<dyn RaftTransport>,
+    config: QuorumConfig,
+    raft_config: Arc<openraft::Config>,
+    groups: Mutex<HashMap<GroupId, GroupCell>>,
+}
+
+/// File in a group's directory naming its queue.
+const NAME_FILE: &str = "queue-name";
+
+impl QuorumNode {
+    /// Open the node's quorum state under `data_dir` and re-open every
+    /// group found there.
+    pub async fn open(
+        data_dir: &Path,
+        transport: Arc<dyn RaftTransport>,
+        config: QuorumConfig,
+    ) -> Result<Arc<QuorumNode>, QuorumError> {
+        let dir = data_dir.join("quorum");
+        std::fs::create_dir_all(&dir).map_err(|source| QuorumError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let store = LogStore::open(dir.join("raft-log.redb"), LogStoreOptions::default())?;
+        let raft_config = openraft::Config {
+            cluster_name: "ramqp".into(),
+            heartbeat_interval: config.heartbeat_interval_ms,
+            election_timeout_min: config.election_timeout_min_ms,
+            election_timeout_max: config.election_timeout_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every_entries),
+            max_in_snapshot_log_to_keep: config.snapshot_every_entries / 10,
+            ..openraft::Config::default()
+        }
+        .validate()
+        .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let node = Arc::new(QuorumNode {
+            node_id: config.node_id,
+            dir,
+            store,
+            transport,
+            config,
+            raft_config: Arc::new(raft_config),
+            groups: Mutex::new(HashMap::new()),
+        });
+        for name in node.names_on_disk()? {
+            node.ensure_open(&name, false).await?;
+        }
+        Ok(node)
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    fn names_on_disk(&self) -> Result<Vec<String>, QuorumError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| QuorumError::Io { path, source }
+        };
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir).map_err(io(&self.dir))? {
+            let entry = entry.map_err(io(&self.dir))?;
+            if !entry.file_type().map_err(io(&self.dir))?.is_dir() {
+                continue;
+            }
+            let name_file = entry.path().join(NAME_FILE);
+            match std::fs::read_to_string(&name_file) {
+                Ok(name) => names.push(name),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(QuorumError::Io {
+                        path: name_file,
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    fn cell(&self, group: GroupId) -> GroupCell {
+        self.groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(group)
+            .or_default()
+            .clone()
+    }
+
+    /// The queue if this node already has its group open.
+    pub fn get(&self, address: &QueueAddress) -> Option<Arc<QuorumQueue>> {
+        let group = group_id(address.name());
+        let cell = self
+            .groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&group)
+            .cloned()?;
+        cell.get().filter(|q| q.address() == address).cloned()
+    }
+
+    /// Every open quorum queue.
+    pub fn queues(&self) -> Vec<Arc<QuorumQueue>> {
+        let cells: Vec<GroupCell> = self
+            .groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        cells.iter().filter_map(|c| c.get().cloned()).collect()
+    }
+
+    /// Open (creating and initializing if new) the group of `name` and
+    /// wait until it has a leader.
+    pub async fn ensure(&self, name: &str) -> Result<Arc<QuorumQueue>, QuorumError> {
+        let queue = self.ensure_open(name, true).await?;
+        let wait = Duration::from_millis(self.config.leader_wait_ms);
+        queue
+            .raft
+            .wait(Some(wait))
+            .metrics(|m| m.current_leader.is_some(), "leader elected")
+            .await
+            .map_err(|_| QuorumError::NoLeader(format!("/quorum/{name}"), wait))?;
+        Ok(queue)
+    }
+
+    async fn ensure_open(
+        &self,
+        name: &str,
+        initialize: bool,
+    ) -> Result<Arc<QuorumQueue>, QuorumError> {
+        let group = group_id(name);
+        let queue = self
+            .cell(group)
+            .get_or_try_init(|| self.open_group(name, group, initialize))
+            .await?
+            .clone();
+        if queue.address().name() != name {
+            return Err(QuorumError::Collision(
+                name.into(),
+                queue.address().name().into(),
+            ));
+        }
+        Ok(queue)
+    }
+
+    /// The members of a new group: `replication_factor` nodes of the
+    /// cluster, this one first, then the next ids in ring order.
+    fn members_for(&self) -> BTreeMap<NodeId, BasicNode> {
+        let mut all = self.config.members.clone();
+        if !all.contains(&self.node_id) {
+            all.push(self.node_id);
+        }
+        all.sort_unstable();
+        let start = all.iter().position(|n| *n == self.node_id).unwrap_or(0);
+        let n = self.config.replication_factor.clamp(1, all.len());
+        (0..n)
+            .map(|i| (all[(start + i) % all.len()], BasicNode::default()))
+            .collect()
+    }
+
+    async fn open_group(
+        &self,
+        name: &str,
+        group: GroupId,
+        initialize: bool,
+    ) -> Result<Arc<QuorumQueue>, QuorumError> {
+        let address = QueueAddress::parse(&format!("/quorum/{name}"))
+            .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        debug_assert_eq!(address.kind(), QueueKind::Quorum);
+        let dir = self.dir.join(format!("{group:016x}"));
+        let io = |source| QuorumError::Io {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let name_file = dir.join(NAME_FILE);
+        match std::fs::read_to_string(&name_file) {
+            Ok(existing) if existing != name => {
+                return Err(QuorumError::Collision(name.into(), existing))
+            }
+            Ok(_) => {}
+            Err(_) => {
+                std::fs::write(&name_file, name).map_err(io)?;
+                std::fs::File::open(&dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io)?;
+            }
+        }
+        let shared = Arc::new(Shared::default());
+        let state_machine = QueueStateMachine::open(&dir, shared.clone())
+            .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let log_store = self.store.group::<QueueRaft>(group)?;
+        let network = GroupNetwork {
+            transport: self.transport.clone(),
+            node_id: self.node_id,
+            group,
+            queue: name.to_owned(),
+        };
+        let raft = Raft::new(
+            self.node_id,
+            self.raft_config.clone(),
+            network,
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        if initialize {
+            let initialized = raft
+                .is_initialized()
+                .await
+                .map_err(|e| QuorumError::Raft(e.to_string()))?;
+            if !initialized {
+                let members = self.members_for();
+                tracing::info!(queue = %address, group, ?members, "creating quorum queue");
+                if let Err(e) = raft.initialize(members).await {
+                    // Another node initialized it first: that is fine.
+                    tracing::debug!(queue = %address, error = %e, "initialize");
+                }
+            }
+        }
+        Ok(QuorumQueue::start(
+            address,
+            self.node_id,
+            raft,
+            shared,
+            self.config.max_inflight_publishes,
+            Duration::from_millis(self.config.publish_timeout_ms),
+        ))
+    }
+
+    /// Stop every group (the node is shutting down).
+    pub async fn shutdown(&self) {
+        for queue in self.queues() {
+            if let Err(error) = queue.raft.shutdown().await {
+                tracing::warn!(queue = %queue.address(), %error, "raft shutdown");
+            }
+        }
+    }
+
+    async fn serve_rpc(self: Arc<Self>, envelope: RpcEnvelope) -> Result<Bytes, TransportError> {
+        let remote = |message: String| TransportError::Remote {
+            node: self.node_id,
+            message,
+        };
+        if group_id(&envelope.queue) != envelope.group {
+            return Err(remote(format!(
+                "group id does not match queue {}",
+                envelope.queue
+            )));
+        }
+        let queue = self
+            .ensure_open(&envelope.queue, false)
+            .await
+            .map_err(|e| remote(e.to_string()))?;
+        let raft = &queue.raft;
+        let payload = &envelope.payload;
+        let decode = |e: postcard::Error| remote(format!("bad request: {e}"));
+        let reply = match envelope.kind {
+            RpcKind::AppendEntries => encode(
+                &raft
+                    .append_entries(postcard::from_bytes(payload).map_err(decode)?)
+                    .await,
+            ),
+            RpcKind::Vote => encode(
+                &raft
+                    .vote(postcard::from_bytes(payload).map_err(decode)?)
+                    .await,
+            ),
+            RpcKind::InstallSnapshot => encode(
+                &raft
+                    .install_snapshot(postcard::from_bytes(payload).map_err(decode)?)
+                    .await,
+            ),
+        };
+        reply.map_err(remote)
+    }
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Bytes, String> {
+    postcard::to_allocvec(value)
+        .map(Bytes::from)
+        .map_err(|e| format!("cannot encode reply: {e}"))
+}
+
+impl RpcHandler for QuorumNode {
+    fn handle(self: Arc<Self>, _from: NodeId, envelope: RpcEnvelope) -> RpcFuture {
+        Box::pin(self.serve_rpc(envelope))
+    }
+}

@@ -1,0 +1,148 @@
+//! The crate's one error type, [`Error`], and its conversion into openraft's
+//! [`StorageError`](openraft::StorageError).
+//!
+//! Every failure of this crate is an [`Error`]: redb failures, records that
+//! fail their CRC32C check or do not decode, a log with a hole where an entry
+//! should be, and misuse of the API (a group opened twice, an append that
+//! would leave a hole). Inside the [`openraft::storage::RaftLogStorage`]
+//! implementation they are wrapped in a `StorageError`, which makes openraft
+//! stop the Raft group: a storage error is never retried.
+
+use std::sync::Arc;
+
+use openraft::{AnyError, ErrorSubject, ErrorVerb, NodeId, StorageError, StorageIOError};
+
+use crate::tables::RecordKey;
+
+/// An error of the log store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// redb reported an error: I/O, a database file it finds corrupted, a
+    /// failed commit.
+    #[error("redb: {0}")]
+    Database(#[from] redb::Error),
+
+    /// A stored record failed its CRC32C check: its bytes are not the bytes
+    /// that were written. The record is not served.
+    #[error("{key}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    ChecksumMismatch {
+        /// Which record.
+        key: RecordKey,
+        /// The CRC32C found in the record's frame.
+        stored: u32,
+        /// The CRC32C of the key and payload as read.
+        computed: u32,
+    },
+
+    /// A stored record is shorter than its frame header.
+    #[error("{key}: record of {n_bytes} bytes is shorter than its frame header")]
+    RecordTruncated {
+        /// Which record.
+        key: RecordKey,
+        /// The record's length.
+        n_bytes: usize,
+    },
+
+    /// A record passed its checksum but its payload does not decode (or has
+    /// trailing bytes): written by an incompatible version, or a bug.
+    #[error("{key}: payload does not decode: {reason}")]
+    Decode {
+        /// Which record.
+        key: RecordKey,
+        /// What the decoder said.
+        reason: String,
+    },
+
+    /// A value could not be serialized.
+    #[error("{key}: payload does not encode: {source}")]
+    Encode {
+        /// Which record.
+        key: RecordKey,
+        /// What the encoder said.
+        source: postcard::Error,
+    },
+
+    /// An entry stored under one index carries another index.
+    #[error("group {group_id}: entry stored at index {index} carries index {found}")]
+    IndexMismatch {
+        /// The Raft group.
+        group_id: u64,
+        /// The index in the key.
+        index: u64,
+        /// The index in the entry's log id.
+        found: u64,
+    },
+
+    /// The database was written in a layout this version does not read.
+    #[error("store format {found} is not supported (this version reads format {supported})")]
+    UnsupportedFormat {
+        /// The format version in the file.
+        found: u64,
+        /// The format version this build reads and writes.
+        supported: u64,
+    },
+
+    /// [`LogStore::group`](crate::LogStore::group) was called for a group
+    /// that already has a live [`GroupLogStore`](crate::GroupLogStore), or
+    /// [`LogStore::remove_group`](crate::LogStore::remove_group) for a group
+    /// that is open.
+    #[error("group {group_id} is open")]
+    GroupOpen {
+        /// The Raft group.
+        group_id: u64,
+    },
+
+    /// The group is held in memory with another openraft type config.
+    #[error("group {group_id} is open with another type config")]
+    GroupTypeMismatch {
+        /// The Raft group.
+        group_id: u64,
+    },
+
+    /// The writer thread has stopped: the store is closing, or the thread
+    /// died.
+    #[error("the writer thread has stopped")]
+    WriterStopped,
+
+    /// The writer thread could not be started.
+    #[error("starting the writer thread: {0}")]
+    WriterSpawn(#[source] std::io::Error),
+
+    /// The write transaction holding this request failed. Every request of
+    /// that transaction gets this error, and every request after it too: the
+    /// store refuses writes until it is reopened, since the in-memory tails
+    /// no longer match the disk.
+    #[error("write failed: {0}")]
+    Write(#[source] Arc<Error>),
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                Error::Database(redb::Error::from(e))
+            }
+        }
+    )*};
+}
+
+from_redb!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);
+
+impl Error {
+    /// Wraps this error as an openraft [`StorageError`] about `subject`.
+    pub(crate) fn into_storage<NID: NodeId>(
+        self,
+        subject: ErrorSubject<NID>,
+        verb: ErrorVerb,
+    ) -> StorageError<NID> {
+        StorageIOError::new(subject, verb, AnyError::new(&self)).into()
+    }
+}

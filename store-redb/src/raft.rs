@@ -1,0 +1,379 @@
+//! openraft's storage traits for [`GroupLogStore`] and [`GroupLogReader`]:
+//! how each `RaftLogStorage` call maps onto the tail, the group state and
+//! the writer.
+//!
+//! | call | in memory, before returning | writer request | returns |
+//! |---|---|---|---|
+//! | `append` | entries pushed to the tail (readable), last log id moved | `Append` | at once; `LogFlushed` runs after the fsync |
+//! | `save_vote` | vote kept after the fsync | `PutMeta(Vote)` | after the fsync |
+//! | `save_committed` | committed kept | `PutMeta(Committed)` | at once (openraft allows losing it) |
+//! | `truncate` | tail cut, last log id moved back | `Truncate` | after the fsync |
+//! | `purge` | tail cut, last purged moved | `Purge` | after the fsync |
+//!
+//! All of a group's requests go through the writer in call order, so a
+//! later durable request implies every earlier one of the group is durable.
+//!
+//! Cancel safety: each call first reserves a slot in the writer's queue (the
+//! only await before its effects), then changes the group's state and
+//! queues its request without awaiting. A future dropped at any await point
+//! has therefore either changed nothing or queued everything.
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{
+    ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogId, RaftLogReader, RaftTypeConfig,
+    StorageError, Vote,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::group::{GroupLogReader, GroupLogStore, GroupShared, TruncatePending};
+use crate::record;
+use crate::store::LogStore;
+use crate::tables::{MetaKind, RecordKey};
+use crate::writer::{Completion, WriteOp};
+
+/// `range` as a half-open `start..end` of indexes.
+fn index_bounds<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => u64::MAX,
+    };
+    (start, end)
+}
+
+fn read_logs<C, RB>(
+    store: &LogStore,
+    shared: &GroupShared<C>,
+    range: RB,
+) -> Result<Vec<C::Entry>, Error>
+where
+    C: RaftTypeConfig,
+    C::Entry: Clone + Serialize + DeserializeOwned,
+    RB: RangeBounds<u64>,
+{
+    let (start, end) = index_bounds(&range);
+    shared.read_entries(store.db(), start, end)
+}
+
+fn read_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
+    e.into_storage(ErrorSubject::Logs, ErrorVerb::Read)
+}
+
+impl<C> RaftLogReader<C> for GroupLogReader<C>
+where
+    C: RaftTypeConfig,
+    C::Entry: Clone + Serialize + DeserializeOwned,
+{
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+        read_logs(&self.store, &self.shared, range).map_err(read_logs_error)
+    }
+}
+
+impl<C> RaftLogReader<C> for GroupLogStore<C>
+where
+    C: RaftTypeConfig,
+    C::Entry: Clone + Serialize + DeserializeOwned,
+{
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+        read_logs(&self.store, &self.shared, range).map_err(read_logs_error)
+    }
+}
+
+/// A completion that holds `shared` until the writer is done with the
+/// request. Every request of a group holds its state this way, so the state
+/// outlives its queued writes even if the handle and the waiting future are
+/// dropped: [`LogStore::group`] then finds it in the registry instead of
+/// loading a disk that is about to change.
+fn keep_alive<C: RaftTypeConfig>(shared: Arc<GroupShared<C>>) -> Completion {
+    Box::new(move |_| drop(shared))
+}
+
+fn write_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
+    e.into_storage(ErrorSubject::Logs, ErrorVerb::Write)
+}
+
+impl<C> GroupLogStore<C>
+where
+    C: RaftTypeConfig,
+    C::Entry: Clone + Serialize + DeserializeOwned,
+{
+    fn meta_key(&self, kind: MetaKind) -> RecordKey {
+        RecordKey::Meta {
+            group_id: self.shared.group_id,
+            kind: Ok(kind),
+        }
+    }
+
+    /// Frames `entries`, pushes them to the tail and returns the writer
+    /// request and the append's write sequence number.
+    fn stage_append(&self, entries: Vec<C::Entry>) -> Result<(WriteOp, u64), Error> {
+        let group_id = self.shared.group_id;
+        let mut records = Vec::with_capacity(entries.len());
+        for entry in &entries {
+            let index = entry.get_log_id().index;
+            records.push((
+                index,
+                record::encode(RecordKey::Entry { group_id, index }, entry)?,
+            ));
+        }
+        let mut state = self.shared.lock();
+        let write_seq = state.next_write_seq;
+        state.next_write_seq += 1;
+        for entry in entries {
+            let log_id = entry.get_log_id().clone();
+            if state
+                .last_log_id
+                .as_ref()
+                .is_none_or(|last| last.index <= log_id.index)
+            {
+                state.last_log_id = Some(log_id.clone());
+            }
+            state.tail.push(log_id.index, write_seq, entry);
+        }
+        Ok((WriteOp::Append { group_id, records }, write_seq))
+    }
+
+    /// `append` with a plain completion instead of openraft's `LogFlushed`:
+    /// the entries are readable when this returns, and `on_flushed` runs on
+    /// the writer thread once they are durable (after the tail let go of
+    /// them) or the commit failed.
+    pub(crate) async fn append_with(
+        &mut self,
+        entries: Vec<C::Entry>,
+        on_flushed: Completion,
+    ) -> Result<(), Error> {
+        let permit = self.store.reserve().await?;
+        let (op, write_seq) = self.stage_append(entries)?;
+        let shared = self.shared.clone();
+        let completion: Completion = Box::new(move |result| {
+            if result.is_ok() {
+                shared.lock().tail.release_through(write_seq);
+            }
+            on_flushed(result);
+        });
+        permit.send(op, Some(completion));
+        Ok(())
+    }
+
+    /// Cuts the logical log at `since`. Returns the write sequence number of
+    /// the truncate to send, or `None` if the log has nothing at `since` or
+    /// after.
+    fn stage_truncate(&self, since: u64) -> Result<Option<u64>, Error> {
+        let mut state = self.shared.lock();
+        if since >= state.next_index() {
+            return Ok(None);
+        }
+        let first = state.first_index();
+        debug_assert!(since >= first, "openraft never truncates purged entries");
+        // The new last log id: the highest entry left below `since`, from the
+        // tail or the disk, else the last purged one.
+        let in_tail = state
+            .tail
+            .last_before(since)
+            .map(|e| e.get_log_id().clone());
+        let disk_end = state
+            .truncate_pending
+            .map_or(since, |pending| since.min(pending.since));
+        // Read under the lock so no purge or release can race it.
+        let on_disk = self
+            .shared
+            .disk_last_log_id_in(self.store.db(), first, disk_end)?;
+        let new_last = match (in_tail, on_disk) {
+            (Some(t), Some(d)) => Some(if t.index >= d.index { t } else { d }),
+            (Some(t), None) => Some(t),
+            (None, Some(d)) => Some(d),
+            (None, None) => state.last_purged.clone(),
+        };
+        state.tail.truncate_from(since);
+        state.last_log_id = new_last;
+        let write_seq = state.next_write_seq;
+        state.next_write_seq += 1;
+        let pending_since = state
+            .truncate_pending
+            .map_or(since, |pending| since.min(pending.since));
+        state.truncate_pending = Some(TruncatePending {
+            since: pending_since,
+            write_seq,
+        });
+        Ok(Some(write_seq))
+    }
+
+    /// Moves the logical log's start past `log_id`; returns whether the
+    /// disk must follow.
+    fn stage_purge(&self, log_id: &LogId<C::NodeId>) -> bool {
+        let mut state = self.shared.lock();
+        if state
+            .last_purged
+            .as_ref()
+            .is_some_and(|p| p.index >= log_id.index)
+        {
+            return false;
+        }
+        state.tail.purge_through(log_id.index);
+        if state
+            .last_log_id
+            .as_ref()
+            .is_none_or(|l| l.index < log_id.index)
+        {
+            state.last_log_id = Some(log_id.clone());
+        }
+        state.last_purged = Some(log_id.clone());
+        true
+    }
+}
+
+impl<C> RaftLogStorage<C> for GroupLogStore<C>
+where
+    C: RaftTypeConfig,
+    C::Entry: Clone + Serialize + DeserializeOwned,
+{
+    type LogReader = GroupLogReader<C>;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
+        let state = self.shared.lock();
+        Ok(LogState {
+            last_purged_log_id: state.last_purged.clone(),
+            last_log_id: state.last_log_id.clone(),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        GroupLogReader {
+            store: self.store.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        let write_vote_error = |e: Error| e.into_storage(ErrorSubject::Vote, ErrorVerb::Write);
+        let record =
+            record::encode(self.meta_key(MetaKind::Vote), vote).map_err(write_vote_error)?;
+        let op = WriteOp::PutMeta {
+            group_id: self.shared.group_id,
+            kind: MetaKind::Vote,
+            record,
+        };
+        let shared = self.shared.clone();
+        let vote = vote.clone();
+        // Set on the writer thread after the commit, so the group's state
+        // matches the disk even if this future is dropped meanwhile.
+        let on_durable = move || shared.lock().vote = Some(vote);
+        self.store
+            .submit_and_wait(op, on_durable)
+            .await
+            .map_err(write_vote_error)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
+        Ok(self.shared.lock().vote.clone())
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<C::NodeId>>,
+    ) -> Result<(), StorageError<C::NodeId>> {
+        let record = record::encode(self.meta_key(MetaKind::Committed), &committed)
+            .map_err(write_logs_error)?;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
+        self.shared.lock().committed = committed;
+        let op = WriteOp::PutMeta {
+            group_id: self.shared.group_id,
+            kind: MetaKind::Committed,
+            record,
+        };
+        // Not awaited: durable with the next commit of the writer. The
+        // completion only keeps the group's state alive until then (see
+        // `keep_alive`).
+        permit.send(op, Some(keep_alive(self.shared.clone())));
+        Ok(())
+    }
+
+    async fn read_committed(
+        &mut self,
+    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+        Ok(self.shared.lock().committed.clone())
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<C>,
+    ) -> Result<(), StorageError<C::NodeId>>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let on_flushed: Completion = Box::new(move |result| match result {
+            Ok(()) => callback.log_io_completed(Ok(())),
+            Err(e) => callback.log_io_completed(Err(io::Error::other(e))),
+        });
+        self.append_with(entries.into_iter().collect(), on_flushed)
+            .await
+            .map_err(write_logs_error)
+    }
+
+    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        let since = log_id.index;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
+        let Some(write_seq) = self.stage_truncate(since).map_err(write_logs_error)? else {
+            return Ok(());
+        };
+        let op = WriteOp::Truncate {
+            group_id: self.shared.group_id,
+            since,
+        };
+        let shared = self.shared.clone();
+        // Runs on the writer thread after the commit, even if this future is
+        // dropped meanwhile.
+        let on_durable = move || {
+            let mut state = shared.lock();
+            if state
+                .truncate_pending
+                .is_some_and(|pending| pending.write_seq == write_seq)
+            {
+                state.truncate_pending = None;
+            }
+        };
+        permit
+            .send_and_wait(op, on_durable)
+            .await
+            .map_err(write_logs_error)
+    }
+
+    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        let record = record::encode(self.meta_key(MetaKind::LastPurged), &log_id)
+            .map_err(write_logs_error)?;
+        let permit = self.store.reserve().await.map_err(write_logs_error)?;
+        if !self.stage_purge(&log_id) {
+            return Ok(());
+        }
+        let op = WriteOp::Purge {
+            group_id: self.shared.group_id,
+            through: log_id.index,
+            record,
+        };
+        let shared = self.shared.clone();
+        permit
+            .send_and_wait(op, move || drop(shared))
+            .await
+            .map_err(write_logs_error)
+    }
+}

@@ -1,0 +1,124 @@
+//! Counters of the group-commit writer, for metrics.
+//!
+//! Only the writer thread updates them (relaxed atomics: each counter is
+//! exact, but a snapshot taken during a commit may mix the counters of two
+//! commits). Anyone may read them through
+//! [`LogStore::stats`](crate::LogStore::stats).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Live counters of the writer thread.
+#[derive(Debug, Default)]
+pub struct BatchStats {
+    commits: AtomicU64,
+    failed_commits: AtomicU64,
+    requests: AtomicU64,
+    records: AtomicU64,
+    entries: AtomicU64,
+    bytes: AtomicU64,
+    commit_nanos: AtomicU64,
+    requests_per_commit_max: AtomicU64,
+}
+
+/// A copy of the [`BatchStats`] counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStatsSnapshot {
+    /// Write transactions committed (each is one fsync).
+    pub commits: u64,
+    /// Write transactions that failed.
+    pub failed_commits: u64,
+    /// Requests (appends, votes, truncates, purges, ...) committed.
+    pub requests: u64,
+    /// Rows written or deleted-by-range ops counted as one (entries plus
+    /// metadata rows plus range deletions).
+    pub records: u64,
+    /// Log entries written.
+    pub entries: u64,
+    /// Bytes of records written (framed values, keys excluded).
+    pub bytes: u64,
+    /// Time spent building and committing transactions, fsync included.
+    pub commit_time: Duration,
+    /// The largest number of requests in one commit so far.
+    pub requests_per_commit_max: u64,
+}
+
+impl BatchStatsSnapshot {
+    /// Mean requests per commit (per fsync).
+    pub fn requests_per_commit(&self) -> f64 {
+        ratio(self.requests, self.commits)
+    }
+
+    /// Mean records per commit (per fsync).
+    pub fn records_per_commit(&self) -> f64 {
+        ratio(self.records, self.commits)
+    }
+
+    /// Mean log entries per commit (per fsync).
+    pub fn entries_per_commit(&self) -> f64 {
+        ratio(self.entries, self.commits)
+    }
+
+    /// Counters accumulated since `earlier`.
+    pub fn since(&self, earlier: &BatchStatsSnapshot) -> BatchStatsSnapshot {
+        BatchStatsSnapshot {
+            commits: self.commits - earlier.commits,
+            failed_commits: self.failed_commits - earlier.failed_commits,
+            requests: self.requests - earlier.requests,
+            records: self.records - earlier.records,
+            entries: self.entries - earlier.entries,
+            bytes: self.bytes - earlier.bytes,
+            commit_time: self.commit_time.saturating_sub(earlier.commit_time),
+            requests_per_commit_max: self.requests_per_commit_max,
+        }
+    }
+}
+
+fn ratio(n: u64, d: u64) -> f64 {
+    if d == 0 {
+        0.0
+    } else {
+        n as f64 / d as f64
+    }
+}
+
+/// What one commit did, as the writer counts it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CommitTally {
+    pub(crate) requests: u64,
+    pub(crate) records: u64,
+    pub(crate) entries: u64,
+    pub(crate) bytes: u64,
+}
+
+impl BatchStats {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> BatchStatsSnapshot {
+        BatchStatsSnapshot {
+            commits: self.commits.load(Ordering::Relaxed),
+            failed_commits: self.failed_commits.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            records: self.records.load(Ordering::Relaxed),
+            entries: self.entries.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            commit_time: Duration::from_nanos(self.commit_nanos.load(Ordering::Relaxed)),
+            requests_per_commit_max: self.requests_per_commit_max.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn record_commit(&self, tally: CommitTally, took: Duration) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(tally.requests, Ordering::Relaxed);
+        self.records.fetch_add(tally.records, Ordering::Relaxed);
+        self.entries.fetch_add(tally.entries, Ordering::Relaxed);
+        self.bytes.fetch_add(tally.bytes, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.commit_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.requests_per_commit_max
+            .fetch_max(tally.requests, Ordering::Relaxed);
+    }
+
+    pub(crate) fn record_failure(&self) {
+        self.failed_commits.fetch_add(1, Ordering::Relaxed);
+    }
+}

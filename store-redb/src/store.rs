@@ -1,0 +1,343 @@
+//! [`LogStore`]: the node-wide store. One redb database file, one writer
+//! thread, and a registry of the groups open in memory.
+//!
+//! Ownership: `LogStore` is a cheap handle (`Arc`) over [`Inner`]. The
+//! database is shared by every handle and by readers; only the writer thread
+//! writes to it (the one exception is [`LogStore::open`], which creates the
+//! tables before the writer starts). Dropping the last handle closes the
+//! channel, waits for the writer to commit what was queued and exit, and
+//! then closes the file; that wait blocks the dropping thread for at most
+//! the commits still queued.
+//!
+//! The registry maps a group id to a weak reference to that group's shared
+//! state, so a group is loaded from disk once and every handle and reader of
+//! it sees the same in-memory tail.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::thread::JoinHandle;
+
+use openraft::RaftTypeConfig;
+use redb::{Database, ReadableDatabase, ReadableTable};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::Error;
+use crate::group::{ErasedGroup, GroupLogStore, GroupShared};
+use crate::record;
+use crate::stats::{BatchStats, BatchStatsSnapshot};
+use crate::tables::{RecordKey, ENTRIES, FORMAT, FORMAT_KEY, FORMAT_VERSION, META};
+use crate::writer::{Completion, WriteOp, WriteRequest, Writer};
+
+/// Tuning of a [`LogStore`].
+#[derive(Debug, Clone)]
+pub struct LogStoreOptions {
+    /// Capacity of the channel to the writer thread, in requests. A group
+    /// that finds it full waits (asynchronously) for room.
+    pub write_queue_capacity_requests: usize,
+    /// Most requests the writer puts in one transaction (one fsync).
+    pub batch_requests_max: usize,
+    /// redb's page cache size, in bytes.
+    pub cache_size_bytes: usize,
+    /// redb "quick repair": each commit also saves the allocator state, with
+    /// a two-phase commit (two fsyncs), so that reopening after a crash is
+    /// instant instead of walking the whole file. Off by default: one fsync
+    /// per commit, and a full repair pass on the first open after a crash.
+    pub quick_repair: bool,
+    /// Verify every page checksum of the file at open (redb's
+    /// `set_check_integrity_on_open`), not only after a crash. Reads the
+    /// whole file, so opening takes time proportional to its size; without
+    /// it, redb documents that a file altered behind its back may make the
+    /// open panic instead of failing. Off by default.
+    pub check_integrity_on_open: bool,
+}
+
+/// Default [`LogStoreOptions::write_queue_capacity_requests`].
+pub const WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT: usize = 16 * 1024;
+/// Default [`LogStoreOptions::batch_requests_max`].
+pub const BATCH_REQUESTS_MAX_DEFAULT: usize = 4 * 1024;
+/// Default [`LogStoreOptions::cache_size_bytes`].
+pub const CACHE_SIZE_BYTES_DEFAULT: usize = 256 * 1024 * 1024;
+
+const _: () = assert!(BATCH_REQUESTS_MAX_DEFAULT >= 1);
+const _: () = assert!(BATCH_REQUESTS_MAX_DEFAULT <= WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT);
+
+impl Default for LogStoreOptions {
+    fn default() -> Self {
+        LogStoreOptions {
+            write_queue_capacity_requests: WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT,
+            batch_requests_max: BATCH_REQUESTS_MAX_DEFAULT,
+            cache_size_bytes: CACHE_SIZE_BYTES_DEFAULT,
+            quick_repair: false,
+            check_integrity_on_open: false,
+        }
+    }
+}
+
+/// What [`LogStore::verify`] checked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Entry records whose checksum verified.
+    pub n_entries: u64,
+    /// Metadata records whose checksum verified.
+    pub n_meta: u64,
+}
+
+/// The Raft log store of a node: every group's log, vote and metadata in one
+/// redb database, written by one group-commit thread. Clone it freely.
+#[derive(Clone)]
+pub struct LogStore {
+    inner: Arc<Inner>,
+}
+
+type Registry = HashMap<u64, Weak<dyn ErasedGroup>>;
+
+pub(crate) struct Inner {
+    db: Arc<Database>,
+    /// `None` only while dropping.
+    sender: Option<mpsc::Sender<WriteRequest>>,
+    writer: Option<JoinHandle<()>>,
+    stats: Arc<BatchStats>,
+    groups: Mutex<Registry>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        if let Some(writer) = self.writer.take() {
+            // Never join from the writer thread itself (a completion dropping
+            // the last handle); it exits on its own once the channel is empty.
+            if writer.thread().id() == std::thread::current().id() {
+                return;
+            }
+            if writer.join().is_err() {
+                tracing::error!("store-redb writer thread panicked");
+            }
+        }
+    }
+}
+
+impl LogStore {
+    /// Opens the database at `path`, creating it if absent, and starts the
+    /// writer thread. After an unclean shutdown redb rolls back to the last
+    /// fully committed transaction here (see the crate documentation).
+    pub fn open(path: impl AsRef<Path>, options: LogStoreOptions) -> Result<LogStore, Error> {
+        let db = Database::builder()
+            .set_cache_size(options.cache_size_bytes)
+            .set_check_integrity_on_open(options.check_integrity_on_open)
+            .create(path.as_ref())?;
+        init_tables(&db)?;
+        let db = Arc::new(db);
+        let stats = Arc::new(BatchStats::default());
+        let (sender, receiver) = mpsc::channel(options.write_queue_capacity_requests.max(1));
+        let writer = Writer::spawn(
+            db.clone(),
+            receiver,
+            stats.clone(),
+            options.batch_requests_max,
+            options.quick_repair,
+        )?;
+        Ok(LogStore {
+            inner: Arc::new(Inner {
+                db,
+                sender: Some(sender),
+                writer: Some(writer),
+                stats,
+                groups: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// Opens the log of Raft group `group_id` (creating nothing on disk until
+    /// it is written), as an openraft log store. A group has at most one live
+    /// `GroupLogStore` at a time: a second call while the first handle lives
+    /// fails with [`Error::GroupOpen`].
+    pub fn group<C>(&self, group_id: u64) -> Result<GroupLogStore<C>, Error>
+    where
+        C: RaftTypeConfig,
+        C::Entry: Clone + Serialize + DeserializeOwned,
+    {
+        let mut registry = self
+            .inner
+            .groups
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(live) = registry.get(&group_id).and_then(Weak::upgrade) {
+            let shared = live
+                .into_any()
+                .downcast::<GroupShared<C>>()
+                .map_err(|_| Error::GroupTypeMismatch { group_id })?;
+            return GroupLogStore::claim(self.clone(), shared);
+        }
+        let shared = Arc::new(GroupShared::<C>::load(&self.inner.db, group_id)?);
+        let erased: Arc<dyn ErasedGroup> = shared.clone();
+        registry.insert(group_id, Arc::downgrade(&erased));
+        // Forget groups whose state is gone; at doubling sizes only, so the
+        // sweep costs O(1) amortized per insert.
+        if registry.len() > 64 && registry.len().is_power_of_two() {
+            registry.retain(|_, w| w.strong_count() > 0);
+        }
+        GroupLogStore::claim(self.clone(), shared)
+    }
+
+    /// The ids of the groups with anything on disk (an entry or a metadata
+    /// row), in ascending order: the groups to recover at start-up. Writes
+    /// not yet committed are not seen.
+    pub fn groups(&self) -> Result<Vec<u64>, Error> {
+        let txn = self.inner.db.begin_read()?;
+        let mut ids = BTreeSet::new();
+        let meta = txn.open_table(META)?;
+        for row in meta.range::<(u64, u8)>(..)? {
+            let (key, _) = row?;
+            ids.insert(key.value().0);
+        }
+        // One seek per group: jump past each group's entries.
+        let entries = txn.open_table(ENTRIES)?;
+        let mut from = 0u64;
+        loop {
+            let Some(row) = entries.range((from, 0)..)?.next() else {
+                break;
+            };
+            let (key, _) = row?;
+            let group_id = key.value().0;
+            ids.insert(group_id);
+            match group_id.checked_add(1) {
+                Some(next) => from = next,
+                None => break,
+            }
+        }
+        Ok(ids.into_iter().collect())
+    }
+
+    /// Deletes every entry and metadata row of `group_id`, durably. Fails
+    /// with [`Error::GroupOpen`] while a [`GroupLogStore`] of the group
+    /// lives.
+    pub async fn remove_group(&self, group_id: u64) -> Result<(), Error> {
+        {
+            let mut registry = self
+                .inner
+                .groups
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(live) = registry.get(&group_id).and_then(Weak::upgrade) {
+                if live.is_claimed() {
+                    return Err(Error::GroupOpen { group_id });
+                }
+            }
+            registry.remove(&group_id);
+        }
+        self.submit_and_wait(WriteOp::RemoveGroup { group_id }, || {})
+            .await
+    }
+
+    /// Counters of the group-commit writer.
+    pub fn stats(&self) -> BatchStatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Reads every record of the file and checks its CRC32C (without
+    /// decoding payloads). Stops at the first bad record and returns its
+    /// error.
+    pub fn verify(&self) -> Result<VerifyReport, Error> {
+        let txn = self.inner.db.begin_read()?;
+        let mut report = VerifyReport::default();
+        let entries = txn.open_table(ENTRIES)?;
+        for row in entries.range::<(u64, u64)>(..)? {
+            let (key, value) = row?;
+            let (group_id, index) = key.value();
+            record::verify(RecordKey::Entry { group_id, index }, value.value())?;
+            report.n_entries += 1;
+        }
+        let meta = txn.open_table(META)?;
+        for row in meta.range::<(u64, u8)>(..)? {
+            let (key, value) = row?;
+            let (group_id, kind) = key.value();
+            record::verify(RecordKey::meta(group_id, kind), value.value())?;
+            report.n_meta += 1;
+        }
+        Ok(report)
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.inner.db
+    }
+
+    /// Reserves a slot in the writer's queue, waiting (asynchronously) while
+    /// it is full. Callers reserve BEFORE they change any in-memory state and
+    /// then send without awaiting, so a future dropped at an await point
+    /// leaves no staged change without its queued write.
+    pub(crate) async fn reserve(&self) -> Result<WritePermit<'_>, Error> {
+        let sender = self.inner.sender.as_ref().ok_or(Error::WriterStopped)?;
+        sender
+            .reserve()
+            .await
+            .map(WritePermit)
+            .map_err(|_| Error::WriterStopped)
+    }
+
+    /// Queues `op` and waits until it is durable.
+    pub(crate) async fn submit_and_wait(
+        &self,
+        op: WriteOp,
+        on_durable: impl FnOnce() + Send + 'static,
+    ) -> Result<(), Error> {
+        self.reserve().await?.send_and_wait(op, on_durable).await
+    }
+}
+
+/// A reserved slot in the writer's queue.
+pub(crate) struct WritePermit<'a>(mpsc::Permit<'a, WriteRequest>);
+
+impl WritePermit<'_> {
+    /// Queues `op`; `completion` runs on the writer thread after its commit.
+    pub(crate) fn send(self, op: WriteOp, completion: Option<Completion>) {
+        self.0.send(WriteRequest { op, completion });
+    }
+
+    /// Queues `op` and returns a future that resolves once it is durable.
+    /// `on_durable` runs on the writer thread right after the commit,
+    /// whether or not the future is still awaited.
+    pub(crate) fn send_and_wait(
+        self,
+        op: WriteOp,
+        on_durable: impl FnOnce() + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<(), Error>> {
+        let (tx, rx) = oneshot::channel();
+        let completion: Completion = Box::new(move |result: Result<(), Error>| {
+            if result.is_ok() {
+                on_durable();
+            }
+            // The waiter may have gone away (its future dropped): nothing to tell.
+            let _ = tx.send(result);
+        });
+        self.send(op, Some(completion));
+        async move { rx.await.map_err(|_| Error::WriterStopped)? }
+    }
+}
+
+/// Creates the tables and checks the format version.
+fn init_tables(db: &Database) -> Result<(), Error> {
+    let txn = db.begin_write()?;
+    {
+        let mut format = txn.open_table(FORMAT)?;
+        let found = format.get(FORMAT_KEY)?.map(|v| v.value());
+        match found {
+            None => {
+                format.insert(FORMAT_KEY, FORMAT_VERSION)?;
+            }
+            Some(FORMAT_VERSION) => {}
+            Some(found) => {
+                return Err(Error::UnsupportedFormat {
+                    found,
+                    supported: FORMAT_VERSION,
+                })
+            }
+        }
+        txn.open_table(ENTRIES)?;
+        txn.open_table(META)?;
+    }
+    txn.commit()?;
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! The group-commit writer: one std thread per [`LogStore`](crate::LogStore)
+//! that owns every write to the database.
+//!
+//! Protocol:
+//! 1. A group handle turns each write (append, vote, committed, truncate,
+//!    purge, group removal) into a [`WriteRequest`]: a [`WriteOp`] with its
+//!    records already framed (encoding and checksumming run on the caller's
+//!    task, not here) and an optional [`Completion`]. It sends the request
+//!    on the store's bounded channel, so one group's requests reach the
+//!    writer in the order the group issued them.
+//! 2. The writer blocks for one request, then drains whatever else is queued
+//!    (at most `batch_requests_max` requests) without waiting.
+//! 3. It applies the whole batch, in arrival order, in ONE redb write
+//!    transaction with [`Durability::Immediate`] and commits it: one fsync
+//!    for every group in the batch.
+//! 4. Only after the commit returns does it run the completions, in arrival
+//!    order: append callbacks (`LogFlushed::log_io_completed`, after the
+//!    group's in-memory tail drops the now-durable entries) and the oneshots
+//!    of awaited requests.
+//!
+//! While one batch commits, new requests queue in the channel and form the
+//! next batch, so the batch size grows with load and an idle store commits
+//! one request at a time.
+//!
+//! A failed commit fails every request of its batch and poisons the writer:
+//! every later request fails with the same error until the store is
+//! reopened, because the groups' in-memory state (tails, last log ids) has
+//! moved ahead of a disk that did not follow.
+//!
+//! Shutdown: the thread exits when every sender is dropped (the last
+//! `LogStore` clone), after committing what was queued.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use redb::{Database, Durability, Table};
+use tokio::sync::mpsc;
+
+use crate::error::Error;
+use crate::stats::{BatchStats, CommitTally};
+use crate::tables::{MetaKind, ENTRIES, META};
+
+/// One write, with its records framed.
+pub(crate) enum WriteOp {
+    /// Insert entries `(index, framed record)` of one group.
+    Append {
+        group_id: u64,
+        records: Vec<(u64, Vec<u8>)>,
+    },
+    /// Insert or replace one metadata row.
+    PutMeta {
+        group_id: u64,
+        kind: MetaKind,
+        record: Vec<u8>,
+    },
+    /// Delete the group's entries at `since` and after.
+    Truncate { group_id: u64, since: u64 },
+    /// Delete the group's entries up to and including `through` and store the
+    /// last-purged log id `record`, atomically.
+    Purge {
+        group_id: u64,
+        through: u64,
+        record: Vec<u8>,
+    },
+    /// Delete every entry and metadata row of the group.
+    RemoveGroup { group_id: u64 },
+}
+
+/// Run by the writer thread once the request's transaction has committed
+/// (`Ok`) or failed (`Err`). Must be quick and must not block: it runs on
+/// the writer thread between commits.
+pub(crate) type Completion = Box<dyn FnOnce(Result<(), Error>) + Send>;
+
+/// A [`WriteOp`] and who to tell when it is durable.
+pub(crate) struct WriteRequest {
+    pub(crate) op: WriteOp,
+    pub(crate) completion: Option<Completion>,
+}
+
+/// The writer thread's state.
+pub(crate) struct Writer {
+    db: Arc<Database>,
+    requests: mpsc::Receiver<WriteRequest>,
+    stats: Arc<BatchStats>,
+    batch_requests_max: usize,
+    quick_repair: bool,
+    failed: Option<Arc<Error>>,
+}
+
+impl Writer {
+    /// Starts the writer thread.
+    pub(crate) fn spawn(
+        db: Arc<Database>,
+        requests: mpsc::Receiver<WriteRequest>,
+        stats: Arc<BatchStats>,
+        batch_requests_max: usize,
+        quick_repair: bool,
+    ) -> Result<JoinHandle<()>, Error> {
+        let writer = Writer {
+            db,
+            requests,
+            stats,
+            batch_requests_max: batch_requests_max.max(1),
+            quick_repair,
+            failed: None,
+        };
+        std::thread::Builder::new()
+            .name("store-redb-writer".into())
+            .spawn(move || writer.run())
+            .map_err(Error::WriterSpawn)
+    }
+
+    fn run(mut self) {
+        let mut batch: Vec<WriteRequest> = Vec::with_capacity(self.batch_requests_max);
+        while let Some(first) = self.requests.blocking_recv() {
+            batch.push(first);
+            while batch.len() < self.batch_requests_max {
+                match self.requests.try_recv() {
+                    Ok(request) => batch.push(request),
+                    Err(_) => break,
+                }
+            }
+            let result = self.commit_or_poison(&batch);
+            for request in batch.drain(..) {
+                if let Some(done) = request.completion {
+                    done(result.clone().map_err(Error::Write));
+                }
+            }
+        }
+        tracing::debug!("store-redb writer: all senders gone, exiting");
+    }
+
+    fn commit_or_poison(&mut self, batch: &[WriteRequest]) -> Result<(), Arc<Error>> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let started = Instant::now();
+        match self.commit(batch) {
+            Ok(tally) => {
+                self.stats.record_commit(tally, started.elapsed());
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, n_requests = batch.len(), "store-redb commit failed; refusing further writes");
+                self.stats.record_failure();
+                let e = Arc::new(e);
+                self.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Applies `batch` in one write transaction and commits it durably.
+    fn commit(&self, batch: &[WriteRequest]) -> Result<CommitTally, Error> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        txn.set_quick_repair(self.quick_repair);
+        let mut tally = CommitTally {
+            requests: batch.len() as u64,
+            ..CommitTally::default()
+        };
+        {
+            let mut entries = txn.open_table(ENTRIES)?;
+            let mut meta = txn.open_table(META)?;
+            for request in batch {
+                apply(&mut entries, &mut meta, &request.op, &mut tally)?;
+            }
+        }
+        txn.commit()?;
+        Ok(tally)
+    }
+}
+
+type EntriesTable<'t> = Table<'t, (u64, u64), &'static [u8]>;
+type MetaTable<'t> = Table<'t, (u64, u8), &'static [u8]>;
+
+fn apply(
+    entries: &mut EntriesTable<'_>,
+    meta: &mut MetaTable<'_>,
+    op: &WriteOp,
+    tally: &mut CommitTally,
+) -> Result<(), Error> {
+    match op {
+        WriteOp::Append { group_id, records } => {
+            for (index, record) in records {
+                entries.insert((*group_id, *index), record.as_slice())?;
+                tally.bytes += record.len() as u64;
+            }
+            tally.entries += records.len() as u64;
+            tally.records += records.len() as u64;
+        }
+        WriteOp::PutMeta {
+            group_id,
+            kind,
+            record,
+        } => {
+            meta.insert(kind.key(*group_id), record.as_slice())?;
+            tally.records += 1;
+            tally.bytes += record.len() as u64;
+        }
+        WriteOp::Truncate { group_id, since } => {
+            let mut n_deleted = 0u64;
+            entries.retain_in((*group_id, *since)..=(*group_id, u64::MAX), |_, _| {
+                n_deleted += 1;
+                false
+            })?;
+            tally.records += n_deleted;
+        }
+        WriteOp::Purge {
+            group_id,
+            through,
+            record,
+        } => {
+            let mut n_deleted = 0u64;
+            entries.retain_in((*group_id, 0)..=(*group_id, *through), |_, _| {
+                n_deleted += 1;
+                false
+            })?;
+            meta.insert(MetaKind::LastPurged.key(*group_id), record.as_slice())?;
+            tally.records += n_deleted + 1;
+            tally.bytes += record.len() as u64;
+        }
+        WriteOp::RemoveGroup { group_id } => {
+            let mut n_deleted = 0u64;
+            entries.retain_in((*group_id, 0)..=(*group_id, u64::MAX), |_, _| {
+                n_deleted += 1;
+                false
+            })?;
+            for kind in MetaKind::ALL {
+                if meta.remove(kind.key(*group_id))?.is_some() {
+                    n_deleted += 1;
+                }
+            }
+            tally.records += n_deleted;
+        }
+    }
+    Ok(())
+}
