@@ -419,8 +419,8 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
         );
         if b.out_of_order > 0 {
             eprintln!(
-                "latency: trial {trial}: WARNING {} deliveries out of publish order",
-                b.out_of_order
+                "latency: trial {trial}: WARNING {} deliveries out of publish order; first (expected, delivered) blast indexes: {:?}",
+                b.out_of_order, b.order_samples
             );
         }
     }
@@ -457,6 +457,7 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
             "drain_msg_s": report::round1(b.drain_msg_s),
             "total_msg_s": report::round1(b.total_msg_s),
             "out_of_order": b.out_of_order,
+            "first_out_of_order": b.order_samples.iter().map(|(e, g)| json!({"expected": e, "delivered": g})).collect::<Vec<_>>(),
         })),
         "rss_kib": rss_kib,
         "purged_before": purged,
@@ -491,6 +492,7 @@ struct Blast {
     drain_msg_s: f64,
     total_msg_s: f64,
     out_of_order: u64,
+    order_samples: Vec<(u64, u64)>,
 }
 
 async fn blast(
@@ -568,6 +570,8 @@ async fn blast(
     let mut seen = SeqSet::default();
     let mut expected = first_seq;
     let mut out_of_order = 0u64;
+    // The first few (expected, delivered) blast indexes where order broke.
+    let mut order_samples = Vec::new();
     for k in 0..n {
         let (delivery, stamp, _) = next_own(receiver, run, timeout, checks, &|| {
             format!(
@@ -585,6 +589,9 @@ async fn blast(
         }
         if stamp.seq != expected {
             out_of_order += 1;
+            if order_samples.len() < 5 {
+                order_samples.push((expected - first_seq, stamp.seq - first_seq));
+            }
         }
         expected = stamp.seq + 1;
         accept(receiver, &delivery, timeout).await?;
@@ -609,6 +616,7 @@ async fn blast(
         drain_msg_s: n as f64 / drain_secs,
         total_msg_s: n as f64 / (publish_secs + drain_secs),
         out_of_order,
+        order_samples,
     })
 }
 
