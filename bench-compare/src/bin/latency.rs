@@ -1,0 +1,634 @@
+//! `latency`: closed-loop end-to-end latency, then a blast.
+//!
+//! Two connections, like two separate applications: a publisher and a
+//! consumer, both fe2o3-amqp. The closed loop publishes one message, waits
+//! until the consumer has it, accepts it and repeats (one in flight); after a
+//! discarded warm-up it records LAT_LAT_N samples. With `--confirm` a publish
+//! counts as sent only once the broker's `accepted` came back. Then the
+//! blast: LAT_N messages published as fast as possible (pre-settled, or
+//! confirmed with a window of in-flight publishes) while the consumer holds
+//! no credit, then drained with credit 1,000, timing both phases.
+//!
+//! Every wait has a timeout: a broker that loses a message makes the bin
+//! fail naming the message, instead of hanging. Each message carries a run
+//! id and sequence number, so stale, duplicated and reordered deliveries are
+//! detected too. See `src/amqp.rs` for the fe2o3-amqp fast path used.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::builder::BoolishValueParser;
+use clap::{ArgAction, Parser};
+use fe2o3_amqp::link::delivery::Delivery;
+use fe2o3_amqp::types::messaging::Data;
+use fe2o3_amqp::{Receiver, Sender};
+use serde_json::{json, Value};
+
+use ramqp_bench_compare::amqp::{self, within};
+use ramqp_bench_compare::payload::{self, SeqSet, Stamp};
+use ramqp_bench_compare::report::{self, Percentiles};
+use ramqp_bench_compare::target::{self, Target, TargetSpec};
+
+/// Closed-loop end-to-end latency and blast throughput over AMQP 1.0.
+/// Flags override the LAT_* environment variables.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "latency", version)]
+struct Args {
+    /// Broker URL (amqp://[user:pass@]host:port); unset: the in-process broker.
+    #[arg(long, env = "LAT_URL")]
+    url: Option<String>,
+    /// Queue address.
+    #[arg(long, env = "LAT_ADDRESS", default_value = "/queues/lat")]
+    address: String,
+    /// Messages in the blast (0 skips it).
+    #[arg(long, env = "LAT_N", default_value_t = 50_000)]
+    n: u64,
+    /// Latency samples recorded (after the warm-up).
+    #[arg(long = "lat-n", env = "LAT_LAT_N", default_value_t = 10_000)]
+    lat_n: u64,
+    /// Closed-loop round trips discarded before recording.
+    #[arg(long, env = "LAT_WARMUP", default_value_t = 1_000)]
+    warmup: u64,
+    /// Body size in bytes.
+    #[arg(long, env = "LAT_PAYLOAD", default_value_t = 256)]
+    payload: usize,
+    /// Publish unsettled and wait for `accepted` (`--confirm`, `--confirm=false`).
+    #[arg(long, env = "LAT_CONFIRM", action = ArgAction::Set, num_args = 0..=1,
+          default_value = "false", default_missing_value = "true",
+          value_parser = BoolishValueParser::new())]
+    confirm: bool,
+    /// Process id of an external broker, to read its RSS from /proc.
+    #[arg(long, env = "LAT_PID")]
+    pid: Option<u32>,
+    /// Trials (a fresh in-process broker each); results give median and min-max.
+    #[arg(long, env = "LAT_TRIALS", default_value_t = 1)]
+    trials: u32,
+    /// Consumer credit (kept topped up) for the latency loop and the drain.
+    #[arg(long, env = "LAT_CREDIT", default_value_t = 1_000)]
+    credit: u32,
+    /// Confirmed publishes in flight during the blast (with --confirm).
+    #[arg(long, env = "LAT_WINDOW", default_value_t = 1_000)]
+    window: usize,
+    /// Longest wait for any single step (connect, publish, delivery), ms.
+    #[arg(long, env = "LAT_TIMEOUT_MS", default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Data directory of the in-process broker (a temporary one if unset).
+    #[arg(long, env = "LAT_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Run the in-process broker on its own tokio runtime with this many
+    /// worker threads (default: it shares the client's runtime).
+    #[arg(long, env = "LAT_BROKER_THREADS")]
+    broker_threads: Option<usize>,
+    /// Tokio worker threads of the client (default: one per core).
+    #[arg(long, env = "LAT_THREADS")]
+    threads: Option<usize>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(threads) = args.threads {
+        runtime.worker_threads(threads.max(1));
+    }
+    let runtime = runtime.build().context("build the tokio runtime")?;
+    // Run the bench as a task on a worker, like every other task, rather
+    // than on the main thread (a third busy thread on a 2-core machine).
+    runtime.block_on(async move {
+        tokio::spawn(run(args))
+            .await
+            .map_err(|e| anyhow!("bench task failed: {e}"))?
+    })
+}
+
+async fn run(args: Args) -> Result<()> {
+    payload::check_size(args.payload)?;
+    if args.lat_n == 0 && args.n == 0 {
+        bail!("nothing to do: LAT_LAT_N and LAT_N are both 0");
+    }
+    let spec = TargetSpec {
+        url: args.url.clone(),
+        pid: args.pid,
+        data_dir: args.data_dir.clone(),
+        broker_threads: args.broker_threads,
+    };
+    let mode = if args.confirm {
+        "confirm"
+    } else {
+        "presettled"
+    };
+    let kind = target::queue_kind(&args.address);
+    let scenario = format!("latency.{kind}.{mode}");
+    eprintln!(
+        "latency: {} target, {} {}, {} B bodies, publish {mode}, {} warm-up + {} samples, blast {}, {} trial(s), client {}",
+        spec.kind(),
+        args.url.as_deref().map(target::redact).unwrap_or_else(|| "in-process broker".into()),
+        args.address,
+        args.payload,
+        args.warmup,
+        args.lat_n,
+        args.n,
+        args.trials,
+        report::client_stack(),
+    );
+
+    let mut trials = Vec::new();
+    let mut rss_scope = "n/a";
+    for trial in 1..=args.trials.max(1) {
+        let target = spec.start().await?;
+        rss_scope = target.rss_scope();
+        let outcome = run_trial(&args, &target, trial).await;
+        target.shutdown().await;
+        let result = outcome.with_context(|| format!("trial {trial}"))?;
+        trials.push(result);
+    }
+
+    let summary = report::summarize(
+        &trials,
+        &[
+            "/latency_us/p50",
+            "/latency_us/p90",
+            "/latency_us/p99",
+            "/latency_us/p99_9",
+            "/latency_us/max",
+            "/latency_us/mean",
+            "/confirm_us/p50",
+            "/confirm_us/p99",
+            "/confirm_us/p99_9",
+            "/blast/publish_msg_s",
+            "/blast/drain_msg_s",
+            "/blast/total_msg_s",
+            "/rss_kib",
+        ],
+    );
+    let mut result = report::context("latency", &scenario, target::describe(&spec, &args.address));
+    let pick = |key: &str| summary.get(key).cloned().unwrap_or(Value::Null);
+    result.insert("payload_bytes".into(), json!(args.payload));
+    result.insert("publish".into(), json!(mode));
+    result.insert("samples".into(), json!(args.lat_n));
+    result.insert("warmup".into(), json!(args.warmup));
+    result.insert("blast_n".into(), json!(args.n));
+    result.insert("credit".into(), json!(args.credit));
+    result.insert(
+        "window".into(),
+        if args.confirm {
+            json!(args.window)
+        } else {
+            Value::Null
+        },
+    );
+    result.insert("trials_n".into(), json!(trials.len()));
+    result.insert(
+        "percentiles_us".into(),
+        json!({
+            "p50": pick("latency_us.p50"),
+            "p90": pick("latency_us.p90"),
+            "p99": pick("latency_us.p99"),
+            "p99_9": pick("latency_us.p99_9"),
+            "max": pick("latency_us.max"),
+            "mean": pick("latency_us.mean"),
+        }),
+    );
+    if args.confirm {
+        result.insert(
+            "confirm_percentiles_us".into(),
+            json!({
+                "p50": pick("confirm_us.p50"),
+                "p99": pick("confirm_us.p99"),
+                "p99_9": pick("confirm_us.p99_9"),
+            }),
+        );
+    }
+    result.insert(
+        "throughput_msg_s".into(),
+        json!({
+            "publish": pick("blast.publish_msg_s"),
+            "drain": pick("blast.drain_msg_s"),
+            "total": pick("blast.total_msg_s"),
+        }),
+    );
+    result.insert("rss_kib".into(), pick("rss_kib"));
+    result.insert("rss_scope".into(), json!(rss_scope));
+    result.insert("trials".into(), Value::Array(trials));
+    let result = Value::Object(result);
+
+    eprintln!("latency: summary over trials, median (min-max):");
+    for (label, key, decimals) in [
+        ("p50 µs", "latency_us.p50", 1),
+        ("p90 µs", "latency_us.p90", 1),
+        ("p99 µs", "latency_us.p99", 1),
+        ("p99.9 µs", "latency_us.p99_9", 1),
+        ("max µs", "latency_us.max", 1),
+        ("blast publish msg/s", "blast.publish_msg_s", 0),
+        ("blast drain msg/s", "blast.drain_msg_s", 0),
+        ("blast total msg/s", "blast.total_msg_s", 0),
+        ("RSS KiB", "rss_kib", 0),
+    ] {
+        let line = summary
+            .get(key)
+            .and_then(|v| serde_json::from_value::<report::Spread>(v.clone()).ok())
+            .map(|s| s.line(decimals))
+            .unwrap_or_else(|| "n/a".into());
+        eprintln!("  {label:<20} {line}");
+    }
+    report::emit(&result)
+}
+
+/// Deliveries the consumer took that were not ours (left over from an
+/// earlier run on an external broker).
+#[derive(Default)]
+struct Checks {
+    stale: u64,
+}
+
+/// Take the next delivery of this run, accepting and counting stale ones.
+async fn next_own(
+    receiver: &mut Receiver,
+    run: u32,
+    timeout: Duration,
+    checks: &mut Checks,
+    what: &(dyn Fn() -> String + Sync),
+) -> Result<(Delivery<Data>, Stamp, Instant)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let delivery: Delivery<Data> = match tokio::time::timeout_at(deadline, receiver.recv::<Data>()).await {
+            Ok(Ok(delivery)) => delivery,
+            Ok(Err(error)) => bail!("{}: receive failed: {error:?}", what()),
+            Err(_) => bail!(
+                "{}: no delivery within {timeout:?} (the broker lost or withheld a published message)",
+                what()
+            ),
+        };
+        let at = Instant::now();
+        match payload::decode(&delivery.body().0) {
+            Some(stamp) if stamp.run == run => return Ok((delivery, stamp, at)),
+            _ => {
+                checks.stale += 1;
+                within(
+                    timeout,
+                    "accept a stale message",
+                    receiver.accept(&delivery),
+                )
+                .await?;
+            }
+        }
+    }
+}
+
+async fn accept(receiver: &Receiver, delivery: &Delivery<Data>, timeout: Duration) -> Result<()> {
+    within(timeout, "accept", receiver.accept(delivery)).await
+}
+
+/// Take whatever is in the queue already (external brokers only).
+async fn purge(receiver: &mut Receiver, timeout: Duration) -> Result<u64> {
+    let mut purged = 0u64;
+    let idle = Duration::from_millis(500);
+    while let Ok(received) = tokio::time::timeout(idle, receiver.recv::<Data>()).await {
+        let delivery = received.map_err(|e| anyhow!("purge: receive failed: {e:?}"))?;
+        accept(receiver, &delivery, timeout).await?;
+        purged += 1;
+    }
+    Ok(purged)
+}
+
+async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let url = target.url();
+    let run = payload::new_run_id();
+    let mut publisher = amqp::connect(&url, &format!("ramqp-bench-lat-pub-{run:08x}"), timeout)
+        .await
+        .context("publisher connection")?;
+    let mut consumer = amqp::connect(&url, &format!("ramqp-bench-lat-con-{run:08x}"), timeout)
+        .await
+        .context("consumer connection")?;
+    let mut receiver = consumer
+        .receiver(
+            &format!("lat-receiver-{run:08x}"),
+            &args.address,
+            args.credit,
+        )
+        .await?;
+    let purged = if matches!(target, Target::Url { .. }) {
+        purge(&mut receiver, timeout).await?
+    } else {
+        0
+    };
+    if purged > 0 {
+        eprintln!(
+            "latency: trial {trial}: purged {purged} message(s) left in {}",
+            args.address
+        );
+    }
+    let mut sender = publisher
+        .sender(
+            &format!("lat-sender-{run:08x}"),
+            &args.address,
+            !args.confirm,
+        )
+        .await?;
+
+    let body = |seq: u64| {
+        amqp::message(payload::encode(
+            Stamp {
+                run,
+                publisher: 0,
+                seq,
+                sent_ns: 0,
+            },
+            args.payload,
+        ))
+    };
+    let mut checks = Checks::default();
+
+    // Closed loop, one in flight.
+    let mut histogram = report::histogram();
+    // With --confirm: publish -> `accepted`, on its own.
+    let mut confirm_histogram = report::histogram();
+    let rounds = args.warmup + args.lat_n;
+    for seq in 0..rounds {
+        let message = body(seq);
+        let start = Instant::now();
+        publish_one(&mut sender, message, args.confirm, timeout, seq).await?;
+        let sent_at = Instant::now();
+        let (delivery, stamp, at) = next_own(&mut receiver, run, timeout, &mut checks, &|| {
+            format!("closed loop: waiting for message #{seq}")
+        })
+        .await?;
+        if stamp.seq != seq {
+            bail!(
+                "closed loop: expected message #{seq}, the broker delivered #{} (duplicate or reordered delivery)",
+                stamp.seq
+            );
+        }
+        accept(&receiver, &delivery, timeout).await?;
+        if seq >= args.warmup {
+            let nanos = at.duration_since(start).as_nanos() as u64;
+            histogram
+                .record(nanos.max(1))
+                .map_err(|e| anyhow!("record a latency sample: {e}"))?;
+            if args.confirm {
+                let nanos = sent_at.duration_since(start).as_nanos() as u64;
+                confirm_histogram
+                    .record(nanos.max(1))
+                    .map_err(|e| anyhow!("record a confirm sample: {e}"))?;
+            }
+        }
+    }
+    let latency = Percentiles::of(&histogram);
+    let confirm = args.confirm.then(|| Percentiles::of(&confirm_histogram));
+    if args.lat_n > 0 {
+        eprintln!("latency: trial {trial}: closed loop {}", latency.line());
+        if let Some(confirm) = &confirm {
+            eprintln!(
+                "latency: trial {trial}: of which publish -> accepted {}",
+                confirm.line()
+            );
+        }
+    }
+
+    // Blast: publish all with no consumer credit, then drain.
+    let blast = if args.n > 0 {
+        Some(
+            blast(
+                args,
+                &mut sender,
+                &mut receiver,
+                run,
+                rounds,
+                timeout,
+                &mut checks,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let rss_kib = target.rss_kib();
+    if let Some(b) = &blast {
+        eprintln!(
+            "latency: trial {trial}: blast {} msgs: publish {:.0} msg/s ({:.3} s), drain {:.0} msg/s ({:.3} s), total {:.0} msg/s; RSS {}",
+            args.n,
+            b.publish_msg_s,
+            b.publish_secs,
+            b.drain_msg_s,
+            b.drain_secs,
+            b.total_msg_s,
+            rss_kib.map_or("n/a".into(), |k| format!("{k} KiB")),
+        );
+        if b.out_of_order > 0 {
+            eprintln!(
+                "latency: trial {trial}: WARNING {} deliveries out of publish order; first (expected, delivered) blast indexes: {:?}",
+                b.out_of_order, b.order_samples
+            );
+        }
+    }
+
+    // Close in order; a close that fails or hangs is reported, not fatal.
+    let mut close_errors = Vec::new();
+    for result in [
+        amqp::close_sender(sender, timeout).await,
+        amqp::close_receiver(receiver, timeout).await,
+        publisher.close().await,
+        consumer.close().await,
+    ] {
+        if let Err(error) = result {
+            eprintln!("latency: trial {trial}: WARNING close: {error:#}");
+            close_errors.push(format!("{error:#}"));
+        }
+    }
+    if checks.stale > 0 {
+        eprintln!(
+            "latency: trial {trial}: {} stale message(s) from earlier runs were taken and skipped",
+            checks.stale
+        );
+    }
+
+    Ok(json!({
+        "trial": trial,
+        "latency_us": latency,
+        "confirm_us": confirm,
+        "blast": blast.map(|b| json!({
+            "messages": args.n,
+            "publish_secs": b.publish_secs,
+            "drain_secs": b.drain_secs,
+            "publish_msg_s": report::round1(b.publish_msg_s),
+            "drain_msg_s": report::round1(b.drain_msg_s),
+            "total_msg_s": report::round1(b.total_msg_s),
+            "out_of_order": b.out_of_order,
+            "first_out_of_order": b.order_samples.iter().map(|(e, g)| json!({"expected": e, "delivered": g})).collect::<Vec<_>>(),
+        })),
+        "rss_kib": rss_kib,
+        "purged_before": purged,
+        "stale_skipped": checks.stale,
+        "close_errors": close_errors,
+    }))
+}
+
+async fn publish_one(
+    sender: &mut Sender,
+    message: fe2o3_amqp::types::messaging::Message<Data>,
+    confirm: bool,
+    timeout: Duration,
+    seq: u64,
+) -> Result<()> {
+    let outcome = within(
+        timeout,
+        &format!("publish message #{seq}"),
+        sender.send(message),
+    )
+    .await?;
+    if confirm {
+        amqp::expect_accepted(outcome).with_context(|| format!("publish message #{seq}"))?;
+    }
+    Ok(())
+}
+
+struct Blast {
+    publish_secs: f64,
+    drain_secs: f64,
+    publish_msg_s: f64,
+    drain_msg_s: f64,
+    total_msg_s: f64,
+    out_of_order: u64,
+    order_samples: Vec<(u64, u64)>,
+}
+
+async fn blast(
+    args: &Args,
+    sender: &mut Sender,
+    receiver: &mut Receiver,
+    run: u32,
+    first_seq: u64,
+    timeout: Duration,
+    checks: &mut Checks,
+) -> Result<Blast> {
+    let n = args.n;
+    // Withdraw the consumer's credit so the broker holds the whole blast:
+    // the publish phase then measures publishing alone.
+    within(timeout, "set consumer credit to 0", receiver.set_credit(0)).await?;
+
+    let started = Instant::now();
+    if args.confirm {
+        let window = args.window.max(1);
+        let mut in_flight = VecDeque::with_capacity(window);
+        for i in 0..n {
+            let seq = first_seq + i;
+            if in_flight.len() >= window {
+                confirm_front(&mut in_flight, timeout).await?;
+            }
+            let message = amqp::message(payload::encode(
+                Stamp {
+                    run,
+                    publisher: 0,
+                    seq,
+                    sent_ns: 0,
+                },
+                args.payload,
+            ));
+            let fut = within(
+                timeout,
+                &format!("blast: publish message #{seq}"),
+                sender.send_batchable(message),
+            )
+            .await?;
+            in_flight.push_back((seq, fut));
+        }
+        while !in_flight.is_empty() {
+            confirm_front(&mut in_flight, timeout).await?;
+        }
+    } else {
+        for i in 0..n {
+            let seq = first_seq + i;
+            let message = amqp::message(payload::encode(
+                Stamp {
+                    run,
+                    publisher: 0,
+                    seq,
+                    sent_ns: 0,
+                },
+                args.payload,
+            ));
+            within(
+                timeout,
+                &format!("blast: publish message #{seq}"),
+                sender.send(message),
+            )
+            .await?;
+        }
+    }
+    let publish_secs = started.elapsed().as_secs_f64();
+
+    let drain_started = Instant::now();
+    within(
+        timeout,
+        "grant consumer credit",
+        receiver.set_credit(args.credit),
+    )
+    .await?;
+    let mut seen = SeqSet::default();
+    let mut expected = first_seq;
+    let mut out_of_order = 0u64;
+    // The first few (expected, delivered) blast indexes where order broke.
+    let mut order_samples = Vec::new();
+    for k in 0..n {
+        let (delivery, stamp, _) = next_own(receiver, run, timeout, checks, &|| {
+            format!(
+                "blast drain: waiting for message {} of {n} ({} received)",
+                k + 1,
+                k
+            )
+        })
+        .await?;
+        if stamp.seq < first_seq || !seen.insert(stamp.seq - first_seq) {
+            bail!(
+                "blast drain: message #{} delivered twice (or from the closed loop)",
+                stamp.seq
+            );
+        }
+        if stamp.seq != expected {
+            out_of_order += 1;
+            if order_samples.len() < 5 {
+                order_samples.push((expected - first_seq, stamp.seq - first_seq));
+            }
+        }
+        expected = stamp.seq + 1;
+        accept(receiver, &delivery, timeout).await?;
+    }
+    let drain_secs = drain_started.elapsed().as_secs_f64();
+    let missing = seen.missing_below(n);
+    if missing > 0 {
+        bail!("blast drain: {missing} of {n} messages never arrived");
+    }
+    // Anything more is a duplicate the broker should not have sent.
+    if let Ok(extra) =
+        tokio::time::timeout(Duration::from_millis(200), receiver.recv::<Data>()).await
+    {
+        let extra = extra.map_err(|e| anyhow!("after the drain: receive failed: {e:?}"))?;
+        let stamp = payload::decode(&extra.body().0);
+        bail!("after the drain: unexpected extra delivery {stamp:?} (duplicate)");
+    }
+    Ok(Blast {
+        publish_secs,
+        drain_secs,
+        publish_msg_s: n as f64 / publish_secs,
+        drain_msg_s: n as f64 / drain_secs,
+        total_msg_s: n as f64 / (publish_secs + drain_secs),
+        out_of_order,
+        order_samples,
+    })
+}
+
+async fn confirm_front(
+    in_flight: &mut VecDeque<(u64, amqp::Confirm)>,
+    timeout: Duration,
+) -> Result<()> {
+    let Some((seq, fut)) = in_flight.pop_front() else {
+        return Ok(());
+    };
+    amqp::confirmed(fut, timeout, &|| {
+        format!("blast: confirm of message #{seq}")
+    })
+    .await
+}
