@@ -88,6 +88,11 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    // Broker logs (in-process target) on stderr when RUST_LOG asks for them.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
     if let Some(threads) = args.threads {

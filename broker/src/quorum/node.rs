@@ -290,8 +290,21 @@ impl QuorumNode {
         ))
     }
 
+    /// Group-commit counters of the node's Raft log store.
+    pub fn store_stats(&self) -> store_redb::BatchStatsSnapshot {
+        self.store.stats()
+    }
+
     /// Stop every group (the node is shutting down).
     pub async fn shutdown(&self) {
+        let stats = self.store.stats();
+        tracing::info!(
+            commits = stats.commits,
+            entries = stats.entries,
+            requests_per_commit = stats.requests_per_commit(),
+            commit_ms = stats.commit_time.as_millis() as u64,
+            "raft log store"
+        );
         for queue in self.queues() {
             if let Err(error) = queue.raft.shutdown().await {
                 tracing::warn!(queue = %queue.address(), %error, "raft shutdown");

@@ -12,7 +12,7 @@ use openraft::ServerState;
 use tokio::sync::mpsc;
 
 use super::state_machine::Shared;
-use super::types::{Command, NodeId, QueueRaftHandle, SettleKind};
+use super::types::{Command, NodeId, QueueRaftHandle, SettleKind, ENQUEUE_BATCH_MAX};
 use crate::codec::definitions::condition;
 use crate::queue::dispatch::{Entry, Settled};
 use crate::queue::{
@@ -195,46 +195,88 @@ fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
     }
 }
 
-/// Propose publishes one by one, in the order the queue took them, so the
-/// log (and so the queue) keeps publish order; the commits are awaited
-/// concurrently, so many publishes share each fsync.
+/// Raft entries of publishes proposed and not yet committed. openraft 0.9
+/// flushes a group's appends one at a time, so publishes that arrive while
+/// an entry is being flushed wait here and go into the next entry together.
+const ENTRIES_IN_FLIGHT_MAX: usize = 2;
+/// Largest sum of message bytes in one enqueue entry.
+const ENQUEUE_BATCH_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Propose publishes in the order the queue took them, batched into as few
+/// log entries as the flush pace allows, so the log (and so the queue)
+/// keeps publish order and many publishes share each fsync.
 async fn propose_in_order(
     raft: QueueRaftHandle,
     mut proposals: mpsc::UnboundedReceiver<Proposal>,
     gate: Arc<PublishGate>,
     timeout: Duration,
 ) {
-    while let Some(proposal) = proposals.recv().await {
-        let command = Command::Enqueue {
-            message: proposal.message,
+    let slots = Arc::new(tokio::sync::Semaphore::new(ENTRIES_IN_FLIGHT_MAX));
+    let mut carry: Option<Proposal> = None;
+    loop {
+        let first = match carry.take() {
+            Some(p) => p,
+            None => match proposals.recv().await {
+                Some(p) => p,
+                None => return,
+            },
         };
-        let committed = match raft.client_write_ff(command).await {
+        // Wait for a free slot first: publishes keep arriving meanwhile
+        // and join this batch.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut bytes = first.message.len();
+        let mut batch = vec![first];
+        while batch.len() < ENQUEUE_BATCH_MAX && bytes < ENQUEUE_BATCH_MAX_BYTES {
+            match proposals.try_recv() {
+                Ok(p) => {
+                    bytes += p.message.len();
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        if bytes > ENQUEUE_BATCH_MAX_BYTES && batch.len() > 1 {
+            carry = batch.pop();
+        }
+        let (messages, confirms): (Vec<bytes::Bytes>, Vec<Option<PublishConfirm>>) =
+            batch.into_iter().map(|p| (p.message, p.confirm)).unzip();
+        let n = messages.len();
+        let finish = {
+            let gate = gate.clone();
+            move |outcome: Outcome, confirms: Vec<Option<PublishConfirm>>| {
+                for confirm in confirms {
+                    gate.done();
+                    report(confirm, outcome);
+                }
+            }
+        };
+        let committed = match raft.client_write_ff(Command::Enqueue { messages }).await {
             Ok(committed) => committed,
             Err(error) => {
-                tracing::debug!(%error, "publish not proposed");
-                gate.done();
-                report(proposal.confirm, Outcome::Released);
+                tracing::debug!(%error, n, "publishes not proposed");
+                finish(Outcome::Released, confirms);
                 continue;
             }
         };
-        let gate = gate.clone();
         tokio::spawn(async move {
-            // Bounded: without a quorum the publisher hears `released`
+            // Bounded: without a quorum the publishers hear `released`
             // (not accepted; send again) instead of waiting forever.
             let outcome = match tokio::time::timeout(timeout, committed).await {
                 Ok(Ok(Ok(_))) => Outcome::Accepted,
                 Ok(Ok(Err(error))) => {
-                    tracing::debug!(%error, "publish not committed");
+                    tracing::debug!(%error, "publishes not committed");
                     Outcome::Released
                 }
                 Ok(Err(_)) => Outcome::Released,
                 Err(_) => {
-                    tracing::warn!("publish not committed within {timeout:?}: no quorum?");
+                    tracing::warn!("publishes not committed within {timeout:?}: no quorum?");
                     Outcome::Released
                 }
             };
-            gate.done();
-            report(proposal.confirm, outcome);
+            drop(slot);
+            finish(outcome, confirms);
         });
     }
 }

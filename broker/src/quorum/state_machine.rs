@@ -17,7 +17,7 @@ use openraft::{
 };
 
 use super::index::MessageIndex;
-use super::types::{Applied, Command, NodeId, QueueRaft, SettleKind};
+use super::types::{message_id, Applied, Command, NodeId, QueueRaft, SettleKind};
 use crate::queue::dispatch::{Dispatcher, Entry as QueueEntry};
 
 /// State shared by the state machine (apply) and the queue (consumers).
@@ -186,13 +186,15 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
             inner.last_applied = Some(entry.log_id);
             match entry.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(Command::Enqueue { message }) => {
-                    let id = entry.log_id.index;
-                    if let Some(stored) = inner.index.enqueue(id, message) {
-                        if inner.leading {
-                            let mut queued = QueueEntry::new(id, stored.message);
-                            queued.delivery_count = stored.delivery_count;
-                            inner.dispatcher.push(queued);
+                EntryPayload::Normal(Command::Enqueue { messages }) => {
+                    for (position, message) in messages.into_iter().enumerate() {
+                        let id = message_id(entry.log_id.index, position);
+                        if let Some(stored) = inner.index.enqueue(id, message) {
+                            if inner.leading {
+                                let mut queued = QueueEntry::new(id, stored.message);
+                                queued.delivery_count = stored.delivery_count;
+                                inner.dispatcher.push(queued);
+                            }
                         }
                     }
                 }

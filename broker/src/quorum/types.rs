@@ -24,11 +24,13 @@ pub enum SettleKind {
 /// An entry of a quorum queue's Raft log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Command {
-    /// A published message, the whole encoded message as received. Its
-    /// message id is the index of this log entry.
+    /// Published messages, each the whole encoded message as received.
+    /// The i-th gets message id [`message_id`]`(entry index, i)`. Many
+    /// publishes share one entry, so they share one fsync (openraft 0.9
+    /// flushes one append at a time per group).
     Enqueue {
-        /// The encoded message.
-        message: Bytes,
+        /// The encoded messages, in publish order.
+        messages: Vec<Bytes>,
     },
     /// Consumers settled these messages.
     Settle {
@@ -55,6 +57,16 @@ openraft::declare_raft_types!(
         SnapshotData = Cursor<Vec<u8>>,
         AsyncRuntime = openraft::TokioRuntime,
 );
+
+/// Most messages in one enqueue entry (ids keep 16 bits for the position).
+pub(crate) const ENQUEUE_BATCH_MAX: usize = 4096;
+
+/// The message id of the `position`-th message of the enqueue entry at
+/// log `index`: increasing in publish order across entries.
+pub(crate) fn message_id(index: u64, position: usize) -> u64 {
+    debug_assert!(position < 1 << 16);
+    (index << 16) | position as u64
+}
 
 /// The Raft handle of one quorum queue.
 pub type QueueRaftHandle = openraft::Raft<QueueRaft>;

@@ -1,0 +1,60 @@
+//! Publish straight into a single-node quorum queue (no AMQP client) with
+//! many publishes in flight, and report the rate and how many log entries
+//! each fsync carried: `cargo run --release -p ramqp-broker --example
+//! quorum_publish_rate -- 20000`.
+
+use std::time::Instant;
+
+use broker::queue::{Message, PublishConfirm, Queue, QueueEventKind, Sink};
+use bytes::Bytes;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(20_000);
+    let broker = broker::Broker::start(broker::BrokerConfig::default()).await?;
+    let queue = broker.quorum().ensure("rate").await?;
+    // An amqp-value section with a 250-byte binary body.
+    let mut body = vec![0x00, 0x53, 0x77, 0xa0, 250];
+    body.extend_from_slice(&[7u8; 250]);
+    let body = Bytes::from(body);
+    let (sink, mut events) = Sink::channel();
+    let before = broker.quorum().store_stats();
+    let started = Instant::now();
+    for token in 0..n as u64 {
+        let message = Message {
+            bytes: body.clone(),
+            header: None,
+            header_len: 0,
+        };
+        let confirm = PublishConfirm {
+            sink: sink.clone(),
+            tag: 0,
+            token,
+        };
+        queue.publish(message, Some(confirm))?;
+    }
+    let mut accepted = 0;
+    while accepted < n {
+        match events.recv().await {
+            Some(event) => {
+                if let QueueEventKind::Published { .. } = event.kind {
+                    accepted += 1;
+                }
+            }
+            None => break,
+        }
+    }
+    let elapsed = started.elapsed();
+    let stats = broker.quorum().store_stats();
+    println!(
+        "{n} publishes in {elapsed:?}: {:.0} msg/s; {} commits, {:.1} entries per commit",
+        n as f64 / elapsed.as_secs_f64(),
+        stats.commits - before.commits,
+        (stats.entries - before.entries) as f64 / (stats.commits - before.commits).max(1) as f64
+    );
+    broker.shutdown().await;
+    Ok(())
+}
