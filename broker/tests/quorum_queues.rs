@@ -163,3 +163,46 @@ async fn three_node_cluster_keeps_accepted_messages_when_the_leader_stops() {
     .await;
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_quorum_no_publish_is_accepted_and_none_hangs() {
+    let mut base = BrokerConfig::default();
+    fast_raft(&mut base);
+    let mut cluster = Cluster::start(3, base).await.unwrap();
+    let accepted = publish(cluster.addr(1).unwrap(), "solo", &texts(0..10)).await;
+    assert_eq!(accepted.len(), 10);
+    let leader = cluster.leader_of("solo").unwrap();
+    for node in cluster.running() {
+        if node != leader {
+            cluster.stop(node).await;
+        }
+    }
+    // Through the (former) leader: every publish gets an answer within a
+    // bounded time, and none of them is `accepted`.
+    let addr = cluster.addr(leader).unwrap();
+    let result = within(Duration::from_secs(30), "publishes without quorum", async {
+        let mut connection = open(addr, "no-quorum").await;
+        let mut session = begin_session(&mut connection).await;
+        let Ok(mut sender) = Sender::attach(&mut session, "tx", "/quorum/solo").await else {
+            return Vec::new(); // refused: not leader any more
+        };
+        let mut outcomes = Vec::new();
+        for i in 0..3 {
+            match sender.send(format!("late-{i}")).await {
+                Ok(outcome) => outcomes.push(format!("{outcome:?}")),
+                Err(error) => {
+                    outcomes.push(format!("error: {error:?}"));
+                    break;
+                }
+            }
+        }
+        outcomes
+    })
+    .await;
+    eprintln!("outcomes without quorum: {result:?}");
+    assert!(
+        result.iter().all(|o| !o.starts_with("Accepted")),
+        "a publish without quorum was accepted: {result:?}"
+    );
+    cluster.shutdown().await;
+}

@@ -1,0 +1,113 @@
+//! 1,000 quorum queues on a 3-node in-process cluster come up, spread their
+//! leaders over the nodes, and each serves a publish through a real AMQP
+//! client (fe2o3-amqp) on a sample and through the queue interface on all.
+
+mod common;
+
+use std::time::Duration;
+
+use broker::queue::{Message, Outcome, PublishConfirm, Queue, QueueEventKind, Sink};
+use broker::{BrokerConfig, Cluster};
+use bytes::Bytes;
+use common::*;
+use fe2o3_amqp::{Connection, Receiver, Sender};
+
+const N_QUEUES: usize = 1000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_quorum_queues_come_up_and_serve() {
+    let cluster = Cluster::start(3, BrokerConfig::default()).await.unwrap();
+    let mut queues = Vec::with_capacity(N_QUEUES);
+    for i in 0..N_QUEUES {
+        let node = cluster.node((i % 3) as u64 + 1).unwrap();
+        let queue = within(
+            Duration::from_secs(30),
+            "queue up",
+            node.quorum().ensure(&format!("q{i}")),
+        )
+        .await
+        .unwrap();
+        queues.push(queue);
+    }
+
+    // Leaders are spread, not all on one node.
+    let mut leaders = [0usize; 4];
+    for queue in &queues {
+        leaders[queue.leader().unwrap() as usize] += 1;
+    }
+    for node in 1..=3 {
+        assert!(
+            leaders[node] > N_QUEUES / 10,
+            "node {node} leads {} of {N_QUEUES}",
+            leaders[node]
+        );
+    }
+
+    // Every queue commits a publish at its leader.
+    let (sink, mut events) = Sink::channel();
+    let body = Bytes::from_static(&[0x00, 0x53, 0x77, 0xa1, 4, b'p', b'i', b'n', b'g']);
+    for (token, queue) in queues.iter().enumerate() {
+        let leader = cluster.node(queue.leader().unwrap()).unwrap();
+        let at_leader = leader.quorum().get(queue.address()).unwrap();
+        let message = Message {
+            bytes: body.clone(),
+            header: None,
+            header_len: 0,
+        };
+        let confirm = PublishConfirm {
+            sink: sink.clone(),
+            tag: 0,
+            token: token as u64,
+        };
+        at_leader.publish(message, Some(confirm)).unwrap();
+    }
+    let mut accepted = vec![false; N_QUEUES];
+    while accepted.iter().any(|a| !a) {
+        let event = within(Duration::from_secs(30), "publish outcomes", events.recv())
+            .await
+            .unwrap();
+        if let QueueEventKind::Published { token, outcome } = event.kind {
+            assert_eq!(outcome, Outcome::Accepted, "queue q{token}");
+            accepted[token as usize] = true;
+        }
+    }
+
+    // A sample through a real client at each queue's leader: the message
+    // published above comes out.
+    for i in (0..N_QUEUES).step_by(97) {
+        let leader = queues[i].leader().unwrap();
+        let url = format!("amqp://{}", cluster.addr(leader).unwrap());
+        let mut connection = within(
+            Duration::from_secs(5),
+            "connect",
+            Connection::open("c", url.as_str()),
+        )
+        .await
+        .unwrap();
+        let mut session = begin_session(&mut connection).await;
+        let mut receiver = step(
+            "attach",
+            Receiver::attach(&mut session, "rx", format!("/quorum/q{i}")),
+        )
+        .await
+        .unwrap();
+        let delivery = step("receive", receiver.recv::<String>()).await.unwrap();
+        assert_eq!(delivery.body(), "ping");
+        step("accept", receiver.accept(&delivery)).await.unwrap();
+        let mut sender = step(
+            "attach",
+            Sender::attach(&mut session, "tx", format!("/quorum/q{i}")),
+        )
+        .await
+        .unwrap();
+        send_text(&mut sender, "pong").await;
+        let (delivery, text) = recv_text(&mut receiver).await;
+        assert_eq!(text, "pong");
+        step("accept", receiver.accept(&delivery)).await.unwrap();
+        let _ = sender.close().await;
+        let _ = receiver.close().await;
+        let _ = session.end().await;
+        let _ = connection.close().await;
+    }
+    cluster.shutdown().await;
+}
