@@ -206,3 +206,194 @@ async fn without_a_quorum_no_publish_is_accepted_and_none_hangs() {
     );
     cluster.shutdown().await;
 }
+
+/// Publish unique texts in a loop through whichever node leads `queue`,
+/// reconnecting after errors, until `stop` is set; returns the accepted
+/// texts.
+async fn publish_through_failures(
+    cluster: std::sync::Arc<tokio::sync::RwLock<Cluster>>,
+    queue: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    n_accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Vec<String> {
+    use std::sync::atomic::Ordering;
+    let mut accepted = Vec::new();
+    let mut next = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let addr = {
+            let cluster = cluster.read().await;
+            cluster.leader_of(queue).and_then(|l| cluster.addr(l))
+        };
+        let Some(addr) = addr else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(Ok(mut connection)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            Connection::open("pub", format!("amqp://{addr}").as_str()),
+        )
+        .await
+        else {
+            continue;
+        };
+        let Ok(mut session) = fe2o3_amqp::Session::begin(&mut connection).await else {
+            continue;
+        };
+        let Ok(mut sender) = Sender::attach(&mut session, "tx", format!("/quorum/{queue}")).await
+        else {
+            let _ = connection.close().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        while !stop.load(Ordering::Relaxed) {
+            let text = format!("m-{next}");
+            match tokio::time::timeout(Duration::from_secs(10), sender.send(text.clone())).await {
+                Ok(Ok(Outcome::Accepted(_))) => {
+                    accepted.push(text);
+                    n_accepted.fetch_add(1, Ordering::Relaxed);
+                    next += 1;
+                }
+                // Released (leader lost mid-commit): send it again.
+                Ok(Ok(_)) => {}
+                _ => break,
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), connection.close()).await;
+    }
+    accepted
+}
+
+/// Consume from whichever node leads `queue`, accepting, until `stop` is
+/// set and the queue stays quiet; returns the received texts.
+async fn consume_through_failures(
+    cluster: std::sync::Arc<tokio::sync::RwLock<Cluster>>,
+    queue: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<String> {
+    use std::sync::atomic::Ordering;
+    let mut received = Vec::new();
+    loop {
+        let addr = {
+            let cluster = cluster.read().await;
+            cluster.leader_of(queue).and_then(|l| cluster.addr(l))
+        };
+        let Some(addr) = addr else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(Ok(mut connection)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            Connection::open("sub", format!("amqp://{addr}").as_str()),
+        )
+        .await
+        else {
+            continue;
+        };
+        let Ok(mut session) = fe2o3_amqp::Session::begin(&mut connection).await else {
+            continue;
+        };
+        let Ok(mut receiver) =
+            Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")).await
+        else {
+            let _ = connection.close().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        loop {
+            match tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await {
+                Ok(Ok(delivery)) => {
+                    received.push(delivery.body().clone());
+                    if receiver.accept(&delivery).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(Err(_)) => break,
+                // Quiet: done once the publisher has stopped.
+                Err(_) if stop.load(Ordering::Relaxed) => {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), connection.close()).await;
+                    return received;
+                }
+                Err(_) => {}
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), connection.close()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_stopped_mid_stream_loses_no_accepted_message() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let mut base = BrokerConfig::default();
+    fast_raft(&mut base);
+    let cluster = Cluster::start(3, base).await.unwrap();
+    // Create the queue before the clients look for its leader.
+    publish(cluster.addr(1).unwrap(), "stream", &[]).await;
+    let cluster = Arc::new(tokio::sync::RwLock::new(cluster));
+    let stop = Arc::new(AtomicBool::new(false));
+    let n_accepted = Arc::new(AtomicUsize::new(0));
+    let publisher = tokio::spawn(publish_through_failures(
+        cluster.clone(),
+        "stream",
+        stop.clone(),
+        n_accepted.clone(),
+    ));
+    let consumer = tokio::spawn(consume_through_failures(
+        cluster.clone(),
+        "stream",
+        stop.clone(),
+    ));
+
+    eventually(Duration::from_secs(20), "publishing starts", || {
+        n_accepted.load(Ordering::Relaxed) >= 20
+    })
+    .await;
+    let leader = cluster.read().await.leader_of("stream").unwrap();
+    cluster.write().await.stop(leader).await;
+    let before_failover = n_accepted.load(Ordering::Relaxed);
+    // Publishing resumes on the new leader within a few seconds.
+    eventually(
+        Duration::from_secs(15),
+        "publishing resumes on the new leader",
+        || n_accepted.load(Ordering::Relaxed) >= before_failover + 20,
+    )
+    .await;
+    cluster.write().await.restart(leader).await.unwrap();
+    let after_restart = n_accepted.load(Ordering::Relaxed);
+    eventually(
+        Duration::from_secs(15),
+        "publishing goes on with the old leader back",
+        || n_accepted.load(Ordering::Relaxed) >= after_restart + 20,
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+
+    let accepted = within(Duration::from_secs(30), "publisher ends", publisher)
+        .await
+        .unwrap();
+    let received = within(Duration::from_secs(60), "consumer drains", consumer)
+        .await
+        .unwrap();
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for text in &received {
+        *seen.entry(text).or_default() += 1;
+    }
+    let lost: Vec<&String> = accepted
+        .iter()
+        .filter(|t| !seen.contains_key(t.as_str()))
+        .collect();
+    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    eprintln!(
+        "leader {leader} stopped mid-stream: accepted {}, received {}, duplicates {duplicates}, lost {}",
+        accepted.len(),
+        received.len(),
+        lost.len()
+    );
+    assert!(lost.is_empty(), "accepted but never delivered: {lost:?}");
+    Arc::try_unwrap(cluster)
+        .ok()
+        .unwrap()
+        .into_inner()
+        .shutdown()
+        .await;
+}
