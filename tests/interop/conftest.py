@@ -7,6 +7,10 @@ repository's `target/` (scripts/test.sh builds it first).
 Each broker gets `--listen 127.0.0.1:0 --data-dir <tmp>` plus the test's
 extra flags; its port is learnt from the one line it prints on stdout once
 it listens. On teardown it gets SIGTERM and must exit 0 within a bound.
+
+A test may `kill()` a broker (SIGKILL) or `stop()` it (SIGTERM) and then
+`restart()` it: a new process with the same flags on the same data
+directory (on a new ephemeral port, so read `url` again afterwards).
 """
 
 import gc
@@ -73,13 +77,22 @@ class BrokerProcess:
                 del env[name]
         env.update(extra_env or {})
         env.setdefault("RUST_BACKTRACE", "1")
-        self._stderr = open(self.stderr_path, "wb")
+        self.env = env
+        # One stderr log across restarts, so a failure shows every run.
+        self._stderr = open(self.stderr_path, "ab")
+        # True while the current process was SIGKILLed on purpose by the
+        # test and not restarted since: teardown then expects no exit 0.
+        self.killed = False
+        self.proc = None
+        self._spawn()
+
+    def _spawn(self):
         self.proc = subprocess.Popen(
             self.args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            env=env,
+            env=self.env,
         )
         try:
             self.addr = self._await_ready()
@@ -91,6 +104,25 @@ class BrokerProcess:
         self.host = host
         self.port = int(port)
         self.url = f"amqp://{self.addr}"
+
+    def restart(self):
+        """Start a new process on the same data directory, once the current
+        one has exited (after `stop()` or `kill()`). Updates `url`."""
+        assert self.proc.poll() is not None, "restart() needs the broker stopped first"
+        self.proc.stdout.close()
+        self._stderr.write(b"\n--- conftest: restarting ramqp-brokerd on the same data dir ---\n")
+        self._stderr.flush()
+        self.killed = False
+        self._spawn()
+
+    def kill(self) -> int:
+        """SIGKILL: no shutdown path runs, as in a crash. (The kernel's page
+        cache survives a process kill, so this tests what the broker had
+        written, not whether it had fsynced it.)"""
+        assert self.proc.poll() is None, "kill() of a broker that is not running"
+        self.proc.send_signal(signal.SIGKILL)
+        self.killed = True
+        return self.proc.wait(timeout=STOP_TIMEOUT_S)
 
     def _await_ready(self) -> str:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -182,8 +214,9 @@ def start_broker():
     failures = []
     for broker in started:
         try:
+            killed = broker.killed
             code = broker.stop()
-            if code != 0:
+            if code != 0 and not killed:
                 failures.append(f"ramqp-brokerd exited with {code} after SIGTERM\n{broker.stderr_tail()}")
             panics = broker.panics()
             if panics:
