@@ -397,3 +397,53 @@ async fn leader_stopped_mid_stream_loses_no_accepted_message() {
         .shutdown()
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_restore_a_restarted_node_and_catch_up_a_lagging_follower() {
+    let mut base = BrokerConfig::default();
+    fast_raft(&mut base);
+    // Snapshot (and purge the log before it) every 40 entries.
+    base.quorum.snapshot_every_entries = 40;
+    let mut cluster = Cluster::start(3, base).await.unwrap();
+    publish(cluster.addr(1).unwrap(), "snap", &texts(0..1)).await;
+    let leader = cluster.leader_of("snap").unwrap();
+    let lagging = cluster
+        .running()
+        .into_iter()
+        .find(|n| *n != leader)
+        .unwrap();
+    cluster.stop(lagging).await;
+
+    // Closed-loop publishes: one entry each, so several snapshots and purges.
+    let accepted = publish(cluster.addr(leader).unwrap(), "snap", &texts(1..200)).await;
+    assert_eq!(accepted.len(), 199);
+
+    // The lagging follower comes back; the entries it missed are purged on
+    // the leader, so it can only catch up from a snapshot (with bodies).
+    cluster.restart(lagging).await.unwrap();
+    let address = broker::queue::QueueAddress::parse("/quorum/snap").unwrap();
+    eventually(Duration::from_secs(20), "the follower catches up", || {
+        cluster
+            .node(lagging)
+            .and_then(|n| n.quorum().get(&address))
+            .map(|q| broker::queue::Queue::stats(q.as_ref()).ready)
+            == Some(200)
+    })
+    .await;
+
+    // The leader restarts from its own snapshot + log; everything is there.
+    cluster.restart(leader).await.unwrap();
+    let mut new_leader = None;
+    eventually(Duration::from_secs(20), "a leader", || {
+        new_leader = cluster.leader_of("snap");
+        new_leader.is_some()
+    })
+    .await;
+    let received = consume(cluster.addr(new_leader.unwrap()).unwrap(), "snap", 1000).await;
+    assert_eq!(
+        received,
+        texts(0..200),
+        "every message, in order, after snapshots"
+    );
+    cluster.shutdown().await;
+}

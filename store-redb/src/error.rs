@@ -137,6 +137,12 @@ from_redb!(
 );
 
 impl Error {
+    /// Whether the database file is held open by another `LogStore` of
+    /// this process (e.g. one still shutting down).
+    pub fn is_already_open(&self) -> bool {
+        matches!(self, Error::Database(redb::Error::DatabaseAlreadyOpen))
+    }
+
     /// Wraps this error as an openraft [`StorageError`] about `subject`.
     pub(crate) fn into_storage<NID: NodeId>(
         self,

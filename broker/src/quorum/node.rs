@@ -79,7 +79,7 @@ impl QuorumNode {
             path: dir.clone(),
             source,
         })?;
-        let store = LogStore::open(dir.join("raft-log.redb"), LogStoreOptions::default())?;
+        let store = open_store(&dir.join("raft-log.redb")).await?;
         let raft_config = openraft::Config {
             cluster_name: "ramqp".into(),
             heartbeat_interval: config.heartbeat_interval_ms,
@@ -348,6 +348,27 @@ impl QuorumNode {
             ),
         };
         reply.map_err(remote)
+    }
+}
+
+/// How long a restarting node waits for its previous incarnation in this
+/// process to let go of the log file.
+const STORE_RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// Open the node's log store. When a node is restarted inside the same
+/// process (embedded clusters), tasks of its previous incarnation (an RPC
+/// in flight from a peer, a replication reader) may hold the file for a
+/// moment after shutdown; redb then reports it as already open, and we
+/// retry until it is released, bounded.
+async fn open_store(path: &Path) -> Result<LogStore, QuorumError> {
+    let deadline = tokio::time::Instant::now() + STORE_RELEASE_WAIT;
+    loop {
+        match LogStore::open(path, LogStoreOptions::default()) {
+            Err(e) if e.is_already_open() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return Ok(other?),
+        }
     }
 }
 
