@@ -75,15 +75,25 @@ async fn loopback_floor(n: usize) -> std::io::Result<Histogram<u64>> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let samples: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(2000);
-    let blast: usize = std::env::args().nth(2).and_then(|a| a.parse().ok()).unwrap_or(50_000);
+    let samples: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(2000);
+    let blast: usize = std::env::args()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(50_000);
     let cluster = Cluster::start(3, BrokerConfig::default()).await?;
     let first = cluster.node(1).ok_or("node 1")?;
     first.quorum().ensure("lat").await?;
     let leader = cluster.leader_of("lat").ok_or("no leader")?;
-    let term_before = cluster.node(leader).ok_or("leader")?.quorum().get(
-        &broker::queue::QueueAddress::parse("/quorum/lat")?,
-    ).ok_or("queue")?.leader();
+    let term_before = cluster
+        .node(leader)
+        .ok_or("leader")?
+        .quorum()
+        .get(&broker::queue::QueueAddress::parse("/quorum/lat")?)
+        .ok_or("queue")?
+        .leader();
     let url = format!("amqp://{}", cluster.addr(leader).ok_or("addr")?);
 
     let fsync = fsync_floor(cluster.node(leader).ok_or("leader")?.data_dir(), 500)?;
@@ -112,7 +122,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     for _ in 0..blast {
         if in_flight.len() >= window {
-            let fut: fe2o3_amqp::link::delivery::DeliveryFut<_> = in_flight.pop_front().ok_or("empty")?;
+            let fut: fe2o3_amqp::link::delivery::DeliveryFut<_> =
+                in_flight.pop_front().ok_or("empty")?;
             let outcome: Outcome = tokio::time::timeout(Duration::from_secs(30), fut).await??;
             if !matches!(outcome, Outcome::Accepted(_)) {
                 return Err(format!("publish not accepted: {outcome:?}").into());

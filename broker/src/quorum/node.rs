@@ -306,6 +306,7 @@ impl QuorumNode {
             "raft log store"
         );
         for queue in self.queues() {
+            queue.flush_settlements(Duration::from_secs(2)).await;
             if let Err(error) = queue.raft.shutdown().await {
                 tracing::warn!(queue = %queue.address(), %error, "raft shutdown");
             }

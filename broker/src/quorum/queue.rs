@@ -51,7 +51,7 @@ pub struct QuorumQueue {
     pub(crate) raft: QueueRaftHandle,
     shared: Arc<Shared>,
     gate: Arc<PublishGate>,
-    settles: mpsc::UnboundedSender<(MessageId, SettleKind)>,
+    settles: mpsc::UnboundedSender<SettleMsg>,
     /// Publishes in order to the proposer task; bounded by `gate`.
     proposals: mpsc::UnboundedSender<Proposal>,
 }
@@ -282,18 +282,20 @@ async fn propose_in_order(
 }
 
 /// Propose settlements in batches: one log entry per batch and kind.
-async fn replicate_settlements(
-    raft: QueueRaftHandle,
-    mut rx: mpsc::UnboundedReceiver<(MessageId, SettleKind)>,
-) {
+async fn replicate_settlements(raft: QueueRaftHandle, mut rx: mpsc::UnboundedReceiver<SettleMsg>) {
     while let Some(first) = rx.recv().await {
         let mut remove = Vec::new();
         let mut failed = Vec::new();
+        let mut flushed = Vec::new();
         let mut next = Some(first);
-        while let Some((id, kind)) = next {
-            match kind {
-                SettleKind::Remove => remove.push(id),
-                SettleKind::Failed => failed.push(id),
+        while let Some(msg) = next {
+            match msg {
+                SettleMsg::Settle(id, SettleKind::Remove) => remove.push(id),
+                SettleMsg::Settle(id, SettleKind::Failed) => failed.push(id),
+                SettleMsg::Flush(done) => {
+                    flushed.push(done);
+                    break;
+                }
             }
             if remove.len() + failed.len() >= SETTLE_BATCH_MAX {
                 break;
@@ -309,6 +311,28 @@ async fn replicate_settlements(
             if let Err(error) = raft.client_write(Command::Settle { ids, kind }).await {
                 tracing::debug!(%error, "settlement not replicated");
             }
+        }
+        for done in flushed {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// What the settlement batcher receives.
+enum SettleMsg {
+    /// Replicate this settlement.
+    Settle(MessageId, SettleKind),
+    /// Answer once every settlement before this one is committed.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+impl QuorumQueue {
+    /// Wait (bounded) until the settlements taken so far are replicated, so
+    /// a graceful stop does not make accepted messages come back.
+    pub(crate) async fn flush_settlements(&self, limit: Duration) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.settles.send(SettleMsg::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(limit, wait).await;
         }
     }
 }
@@ -403,7 +427,7 @@ impl Queue for QuorumQueue {
             ) => SettleKind::Failed,
             _ => return,
         };
-        let _ = self.settles.send((message, kind));
+        let _ = self.settles.send(SettleMsg::Settle(message, kind));
     }
 
     fn undeliver(&self, consumer: ConsumerId, message: MessageId) {
