@@ -1,11 +1,12 @@
 //! `latency`: closed-loop end-to-end latency, then a blast.
 //!
 //! Two connections, like two separate applications: a publisher and a
-//! consumer, both fe2o3-amqp. The closed loop publishes one message, waits
-//! until the consumer has it, accepts it and repeats (one in flight); after a
-//! discarded warm-up it records LAT_LAT_N samples. With `--confirm` a publish
-//! counts as sent only once the broker's `accepted` came back. Then the
-//! blast: LAT_N messages published as fast as possible (pre-settled, or
+//! consumer, both fe2o3-amqp, or both the bench's own client with
+//! `--client raw` (`raw.rs`, `src/raw/`). The closed loop publishes one
+//! message, waits until the consumer has it, accepts it and repeats (one in
+//! flight); after a discarded warm-up it records LAT_LAT_N samples. With
+//! `--confirm` a publish counts as sent only once the broker's `accepted`
+//! came back. Then the blast: LAT_N messages published as fast as possible (pre-settled, or
 //! confirmed with a window of in-flight publishes) while the consumer holds
 //! no credit, then drained with credit 1,000, timing both phases.
 //!
@@ -13,6 +14,7 @@
 //! fail naming the message, instead of hanging. Each message carries a run
 //! id and sequence number, so stale, duplicated and reordered deliveries are
 //! detected too. See `src/amqp.rs` for the fe2o3-amqp fast path used.
+//! The result's `client` names the stack that produced it.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
