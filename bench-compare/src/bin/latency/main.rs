@@ -6,9 +6,10 @@
 //! message, waits until the consumer has it, accepts it and repeats (one in
 //! flight); after a discarded warm-up it records LAT_LAT_N samples. With
 //! `--confirm` a publish counts as sent only once the broker's `accepted`
-//! came back. Then the blast: LAT_N messages published as fast as possible (pre-settled, or
-//! confirmed with a window of in-flight publishes) while the consumer holds
-//! no credit, then drained with credit 1,000, timing both phases.
+//! came back. Then the blast: LAT_N messages published as fast as possible
+//! (pre-settled, or confirmed with a window of in-flight publishes) while the
+//! consumer holds no credit, then drained with credit 1,000, timing both
+//! phases.
 //!
 //! Every wait has a timeout: a broker that loses a message makes the bin
 //! fail naming the message, instead of hanging. Each message carries a run
