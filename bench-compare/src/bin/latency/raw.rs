@@ -211,6 +211,7 @@ async fn blast(
         .await
         .context("set consumer credit to 0")?;
 
+    let accepted_before = sender.accepted(ends.publisher)?;
     let started = Instant::now();
     let window = args.window.max(1);
     for i in 0..n {
@@ -236,6 +237,12 @@ async fn blast(
         ends.publisher.flush().await?;
     }
     let publish_secs = started.elapsed().as_secs_f64();
+    if args.confirm {
+        let accepted = sender.accepted(ends.publisher)? - accepted_before;
+        if accepted != n {
+            bail!("blast: {accepted} of {n} publishes accepted after the last confirm");
+        }
+    }
 
     let drain_started = Instant::now();
     receiver
