@@ -5,5 +5,6 @@
 
 pub mod amqp;
 pub mod payload;
+pub mod raw;
 pub mod report;
 pub mod target;

@@ -1,18 +1,21 @@
 //! `latency`: closed-loop end-to-end latency, then a blast.
 //!
 //! Two connections, like two separate applications: a publisher and a
-//! consumer, both fe2o3-amqp. The closed loop publishes one message, waits
-//! until the consumer has it, accepts it and repeats (one in flight); after a
-//! discarded warm-up it records LAT_LAT_N samples. With `--confirm` a publish
-//! counts as sent only once the broker's `accepted` came back. Then the
-//! blast: LAT_N messages published as fast as possible (pre-settled, or
-//! confirmed with a window of in-flight publishes) while the consumer holds
-//! no credit, then drained with credit 1,000, timing both phases.
+//! consumer, both fe2o3-amqp, or both the bench's own client with
+//! `--client raw` (`raw.rs`, `src/raw/`). The closed loop publishes one
+//! message, waits until the consumer has it, accepts it and repeats (one in
+//! flight); after a discarded warm-up it records LAT_LAT_N samples. With
+//! `--confirm` a publish counts as sent only once the broker's `accepted`
+//! came back. Then the blast: LAT_N messages published as fast as possible
+//! (pre-settled, or confirmed with a window of in-flight publishes) while the
+//! consumer holds no credit, then drained with credit 1,000, timing both
+//! phases.
 //!
 //! Every wait has a timeout: a broker that loses a message makes the bin
 //! fail naming the message, instead of hanging. Each message carries a run
 //! id and sequence number, so stale, duplicated and reordered deliveries are
 //! detected too. See `src/amqp.rs` for the fe2o3-amqp fast path used.
+//! The result's `client` names the stack that produced it.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -30,6 +33,8 @@ use ramqp_bench_compare::amqp::{self, within};
 use ramqp_bench_compare::payload::{self, SeqSet, Stamp};
 use ramqp_bench_compare::report::{self, Percentiles};
 use ramqp_bench_compare::target::{self, Target, TargetSpec};
+
+mod raw;
 
 /// Closed-loop end-to-end latency and blast throughput over AMQP 1.0.
 /// Flags override the LAT_* environment variables.
@@ -81,6 +86,11 @@ struct Args {
     /// worker threads (default: it shares the client's runtime).
     #[arg(long, env = "LAT_BROKER_THREADS")]
     broker_threads: Option<usize>,
+    /// Client stack: `fe2o3` (fe2o3-amqp) or `raw` (the bench's own client
+    /// on broker::codec, src/raw/).
+    #[arg(long, env = "LAT_CLIENT", default_value = "fe2o3",
+          value_parser = clap::builder::PossibleValuesParser::new(["fe2o3", "raw"]))]
+    client: String,
     /// Tokio worker threads of the client (default: one per core).
     #[arg(long, env = "LAT_THREADS")]
     threads: Option<usize>,
@@ -136,7 +146,7 @@ async fn run(args: Args) -> Result<()> {
         args.lat_n,
         args.n,
         args.trials,
-        report::client_stack(),
+        client_stack(&args),
     );
 
     let mut trials = Vec::new();
@@ -144,7 +154,11 @@ async fn run(args: Args) -> Result<()> {
     for trial in 1..=args.trials.max(1) {
         let target = spec.start().await?;
         rss_scope = target.rss_scope();
-        let outcome = run_trial(&args, &target, trial).await;
+        let outcome = if args.client == "raw" {
+            raw::run_trial(&args, &target, trial).await
+        } else {
+            run_trial(&args, &target, trial).await
+        };
         target.shutdown().await;
         let result = outcome.with_context(|| format!("trial {trial}"))?;
         trials.push(result);
@@ -170,6 +184,7 @@ async fn run(args: Args) -> Result<()> {
     );
     let mut result = report::context("latency", &scenario, target::describe(&spec, &args.address));
     let pick = |key: &str| summary.get(key).cloned().unwrap_or(Value::Null);
+    result.insert("client".into(), json!(client_stack(&args)));
     result.insert("payload_bytes".into(), json!(args.payload));
     result.insert("publish".into(), json!(mode));
     result.insert("samples".into(), json!(args.lat_n));
@@ -239,6 +254,15 @@ async fn run(args: Args) -> Result<()> {
         eprintln!("  {label:<20} {line}");
     }
     report::emit(&result)
+}
+
+/// The client stack named in the output.
+fn client_stack(args: &Args) -> String {
+    if args.client == "raw" {
+        ramqp_bench_compare::raw::client_stack()
+    } else {
+        report::client_stack()
+    }
 }
 
 /// Deliveries the consumer took that were not ours (left over from an
@@ -383,15 +407,7 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
     }
     let latency = Percentiles::of(&histogram);
     let confirm = args.confirm.then(|| Percentiles::of(&confirm_histogram));
-    if args.lat_n > 0 {
-        eprintln!("latency: trial {trial}: closed loop {}", latency.line());
-        if let Some(confirm) = &confirm {
-            eprintln!(
-                "latency: trial {trial}: of which publish -> accepted {}",
-                confirm.line()
-            );
-        }
-    }
+    print_loop(args, trial, &latency, confirm.as_ref());
 
     // Blast: publish all with no consumer credit, then drain.
     let blast = if args.n > 0 {
@@ -411,7 +427,50 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
         None
     };
     let rss_kib = target.rss_kib();
-    if let Some(b) = &blast {
+    print_blast(args, trial, blast.as_ref(), rss_kib);
+
+    // Close in order; a close that fails or hangs is reported, not fatal.
+    let mut close_errors = Vec::new();
+    for result in [
+        amqp::close_sender(sender, timeout).await,
+        amqp::close_receiver(receiver, timeout).await,
+        publisher.close().await,
+        consumer.close().await,
+    ] {
+        if let Err(error) = result {
+            eprintln!("latency: trial {trial}: WARNING close: {error:#}");
+            close_errors.push(format!("{error:#}"));
+        }
+    }
+    Ok(trial_json(
+        args,
+        trial,
+        latency,
+        confirm,
+        blast,
+        rss_kib,
+        purged,
+        checks.stale,
+        close_errors,
+    ))
+}
+
+/// The closed loop's percentiles on stderr.
+fn print_loop(args: &Args, trial: u32, latency: &Percentiles, confirm: Option<&Percentiles>) {
+    if args.lat_n > 0 {
+        eprintln!("latency: trial {trial}: closed loop {}", latency.line());
+        if let Some(confirm) = confirm {
+            eprintln!(
+                "latency: trial {trial}: of which publish -> accepted {}",
+                confirm.line()
+            );
+        }
+    }
+}
+
+/// The blast's rates on stderr.
+fn print_blast(args: &Args, trial: u32, blast: Option<&Blast>, rss_kib: Option<u64>) {
+    if let Some(b) = blast {
         eprintln!(
             "latency: trial {trial}: blast {} msgs: publish {:.0} msg/s ({:.3} s), drain {:.0} msg/s ({:.3} s), total {:.0} msg/s; RSS {}",
             args.n,
@@ -429,28 +488,29 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
             );
         }
     }
+}
 
-    // Close in order; a close that fails or hangs is reported, not fatal.
-    let mut close_errors = Vec::new();
-    for result in [
-        amqp::close_sender(sender, timeout).await,
-        amqp::close_receiver(receiver, timeout).await,
-        publisher.close().await,
-        consumer.close().await,
-    ] {
-        if let Err(error) = result {
-            eprintln!("latency: trial {trial}: WARNING close: {error:#}");
-            close_errors.push(format!("{error:#}"));
-        }
-    }
-    if checks.stale > 0 {
+/// One trial's result object (and the stale count on stderr).
+#[allow(clippy::too_many_arguments)]
+fn trial_json(
+    args: &Args,
+    trial: u32,
+    latency: Percentiles,
+    confirm: Option<Percentiles>,
+    blast: Option<Blast>,
+    rss_kib: Option<u64>,
+    purged: u64,
+    stale: u64,
+    close_errors: Vec<String>,
+) -> Value {
+    if stale > 0 {
         eprintln!(
             "latency: trial {trial}: {} stale message(s) from earlier runs were taken and skipped",
-            checks.stale
+            stale
         );
     }
 
-    Ok(json!({
+    json!({
         "trial": trial,
         "latency_us": latency,
         "confirm_us": confirm,
@@ -466,9 +526,9 @@ async fn run_trial(args: &Args, target: &Target, trial: u32) -> Result<Value> {
         })),
         "rss_kib": rss_kib,
         "purged_before": purged,
-        "stale_skipped": checks.stale,
+        "stale_skipped": stale,
         "close_errors": close_errors,
-    }))
+    })
 }
 
 async fn publish_one(
