@@ -77,7 +77,7 @@ pub(crate) enum Settled {
 #[derive(Debug, Default)]
 pub(crate) struct Dispatcher {
     next_consumer: u64,
-    /// Never-delivered messages, oldest first.
+    /// Never-delivered messages, oldest first (so in increasing id order).
     ready: VecDeque<Entry>,
     /// Messages that came back from consumers, served first, in id order.
     returned: BTreeMap<MessageId, Entry>,
@@ -105,6 +105,7 @@ impl Dispatcher {
 
     /// Add a message at the back and hand it out if someone has credit.
     pub(crate) fn push(&mut self, entry: Entry) {
+        debug_assert!(self.ready.back().is_none_or(|last| last.id < entry.id));
         self.ready.push_back(entry);
         self.dispatch();
     }
@@ -120,7 +121,10 @@ impl Dispatcher {
         if self.out.remove(&id).is_some() || self.returned.remove(&id).is_some() {
             return;
         }
-        if let Some(index) = self.ready.iter().position(|e| e.id == id) {
+        // `ready` is in id order (messages are pushed with increasing ids),
+        // so this is a binary search, not a scan: settlements replayed on a
+        // leader with a deep queue must not cost O(depth) each.
+        if let Ok(index) = self.ready.binary_search_by_key(&id, |e| e.id) {
             self.ready.remove(index);
         }
     }
