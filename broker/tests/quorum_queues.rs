@@ -207,6 +207,33 @@ async fn without_a_quorum_no_publish_is_accepted_and_none_hangs() {
     cluster.shutdown().await;
 }
 
+/// A connection and session at the node that leads `queue` now; `None`
+/// (after a short pause when there is no leader) if that is not possible.
+async fn session_at_leader(
+    cluster: &tokio::sync::RwLock<Cluster>,
+    queue: &str,
+    container_id: &str,
+) -> Option<(Conn, Sess)> {
+    let addr = {
+        let cluster = cluster.read().await;
+        cluster.leader_of(queue).and_then(|l| cluster.addr(l))
+    };
+    let Some(addr) = addr else {
+        // An election is running: ask again shortly.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        return None;
+    };
+    let mut connection = tokio::time::timeout(
+        Duration::from_secs(2),
+        Connection::open(container_id.to_string(), format!("amqp://{addr}").as_str()),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let session = fe2o3_amqp::Session::begin(&mut connection).await.ok()?;
+    Some((connection, session))
+}
+
 /// Publish unique texts in a loop through whichever node leads `queue`,
 /// reconnecting after errors, until `stop` is set; returns the accepted
 /// texts.
@@ -220,23 +247,8 @@ async fn publish_through_failures(
     let mut accepted = Vec::new();
     let mut next = 0usize;
     while !stop.load(Ordering::Relaxed) {
-        let addr = {
-            let cluster = cluster.read().await;
-            cluster.leader_of(queue).and_then(|l| cluster.addr(l))
-        };
-        let Some(addr) = addr else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(Ok(mut connection)) = tokio::time::timeout(
-            Duration::from_secs(2),
-            Connection::open("pub", format!("amqp://{addr}").as_str()),
-        )
-        .await
+        let Some((mut connection, mut session)) = session_at_leader(&cluster, queue, "pub").await
         else {
-            continue;
-        };
-        let Ok(mut session) = fe2o3_amqp::Session::begin(&mut connection).await else {
             continue;
         };
         let Ok(mut sender) = Sender::attach(&mut session, "tx", format!("/quorum/{queue}")).await
@@ -273,23 +285,8 @@ async fn consume_through_failures(
     use std::sync::atomic::Ordering;
     let mut received = Vec::new();
     loop {
-        let addr = {
-            let cluster = cluster.read().await;
-            cluster.leader_of(queue).and_then(|l| cluster.addr(l))
-        };
-        let Some(addr) = addr else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(Ok(mut connection)) = tokio::time::timeout(
-            Duration::from_secs(2),
-            Connection::open("sub", format!("amqp://{addr}").as_str()),
-        )
-        .await
+        let Some((mut connection, mut session)) = session_at_leader(&cluster, queue, "sub").await
         else {
-            continue;
-        };
-        let Ok(mut session) = fe2o3_amqp::Session::begin(&mut connection).await else {
             continue;
         };
         let Ok(mut receiver) =
