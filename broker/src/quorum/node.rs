@@ -45,6 +45,10 @@ pub enum QuorumError {
     /// No leader was elected in time.
     #[error("{0}: no leader elected within {1:?}")]
     NoLeader(String, Duration),
+    /// This node holds no replica of the queue (replication factor below
+    /// the cluster size); it cannot serve it before forwarding exists.
+    #[error("{0} has no replica on node {1}")]
+    NotReplica(String, NodeId),
     /// Two queue names hash to the same group id.
     #[error("queue {0} collides with {1} (same group id)")]
     Collision(String, String),
@@ -205,14 +209,18 @@ impl QuorumNode {
     }
 
     /// The members of a new group: `replication_factor` nodes of the
-    /// cluster, this one first, then the next ids in ring order.
-    fn members_for(&self) -> BTreeMap<NodeId, BasicNode> {
+    /// cluster in ring order from a place chosen by the group id. Every
+    /// node computes the same set for the same queue, so two nodes that
+    /// create it at once initialize it identically (openraft allows that;
+    /// different member sets would split the group).
+    fn members_for(&self, group: GroupId) -> BTreeMap<NodeId, BasicNode> {
         let mut all = self.config.members.clone();
         if !all.contains(&self.node_id) {
             all.push(self.node_id);
         }
         all.sort_unstable();
-        let start = all.iter().position(|n| *n == self.node_id).unwrap_or(0);
+        all.dedup();
+        let start = (group % all.len() as u64) as usize;
         let n = self.config.replication_factor.clamp(1, all.len());
         (0..n)
             .map(|i| (all[(start + i) % all.len()], BasicNode::default()))
@@ -241,6 +249,10 @@ impl QuorumNode {
             }
             Ok(_) => {}
             Err(_) => {
+                // A new group here: create it only where it has a replica.
+                if initialize && !self.members_for(group).contains_key(&self.node_id) {
+                    return Err(QuorumError::NotReplica(address.to_string(), self.node_id));
+                }
                 std::fs::write(&name_file, name).map_err(io)?;
                 std::fs::File::open(&dir)
                     .and_then(|d| d.sync_all())
@@ -272,7 +284,7 @@ impl QuorumNode {
                 .await
                 .map_err(|e| QuorumError::Raft(e.to_string()))?;
             if !initialized {
-                let members = self.members_for();
+                let members = self.members_for(group);
                 tracing::info!(queue = %address, group, ?members, "creating quorum queue");
                 if let Err(e) = raft.initialize(members).await {
                     // Another node initialized it first: that is fine.
