@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# Latency + blast comparison runner: ramqp in-process, one ramqp-brokerd
+# process on loopback, and RabbitMQ 3.10 (AMQP 1.0 plugin), each with the raw
+# and the fe2o3 client, then a summary table (bench-compare/README.md,
+# "The runner").
+#
+#   bench-compare/run.sh                  # full run, 3 trials per scenario
+#   bench-compare/run.sh --quick          # small N, 1 trial (< 5 min)
+#   bench-compare/run.sh --no-rabbitmq --out /tmp/res
+#
+# Results: docs/benchmarks/results/<UTC date-time>/ (or --out DIR):
+# machine.json, <leg>-<scenario>-<client>.json (+ .err), summary.md
+# (+ SVG charts when built with the `charts` feature).
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bench-compare/run.sh [--quick] [--no-rabbitmq] [--no-charts]
+                            [--trials N] [--out DIR] [--legs LIST]
+  --quick        small --n/--lat-n/--warmup and 1 trial (also BENCH_QUICK=1)
+  --no-rabbitmq  skip the RabbitMQ leg (also BENCH_NO_RABBITMQ=1)
+  --no-charts    build without the `charts` feature (no SVG charts)
+  --trials N     trials per scenario (default 3; 1 with --quick)
+  --out DIR      results folder (default docs/benchmarks/results/<UTC date-time>)
+  --legs LIST    comma-separated subset of inproc,brokerd,rabbitmq
+Environment: CARGO_TARGET_DIR (build dir), BENCH_RMQ_PORT (5699),
+BENCH_RMQ_MGMT_PORT (15699), BENCH_RMQ_DIST_PORT (25699), BENCH_KEEP_WORK=1
+(keep broker data dirs and logs under <out>/work).
+EOF
+}
+
+QUICK=${BENCH_QUICK:-0}
+NO_RMQ=${BENCH_NO_RABBITMQ:-0}
+CHARTS=1
+TRIALS=
+OUT=
+LEGS=inproc,brokerd,rabbitmq
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=1 ;;
+    --no-rabbitmq) NO_RMQ=1 ;;
+    --no-charts) CHARTS=0 ;;
+    --trials) TRIALS=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --legs) LEGS=$2; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCRIPT_DIR/.." && pwd)
+cd "$REPO"
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+OUT=${OUT:-$REPO/docs/benchmarks/results/$STAMP}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$OUT/work
+mkdir -p "$WORK"
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+BIN=$TARGET/release
+
+if [ "$QUICK" = 1 ]; then
+    TRIALS=${TRIALS:-1}
+    SIZE_FLAGS=(--n 2000 --lat-n 500 --warmup 200)
+    RUN_TIMEOUT=120
+else
+    TRIALS=${TRIALS:-3}
+    SIZE_FLAGS=()
+    RUN_TIMEOUT=1800
+fi
+if [ "$NO_RMQ" = 1 ]; then
+    LEGS=$(echo ",$LEGS," | sed 's/,rabbitmq,/,/; s/^,//; s/,$//')
+fi
+
+log() { echo "[run.sh $(date -u +%H:%M:%S)] $*" >&2; }
+
+# --- cleanup: stop whatever this script started --------------------------
+BROKERD_PID=
+RMQ_STARTED=0
+cleanup() {
+    if [ -n "$BROKERD_PID" ]; then
+        kill -TERM "$BROKERD_PID" 2>/dev/null || true
+        wait "$BROKERD_PID" 2>/dev/null || true
+    fi
+    if [ "$RMQ_STARTED" = 1 ]; then rmq_stop || true; fi
+    if [ "${BENCH_KEEP_WORK:-0}" != 1 ]; then rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+# --- 1. build -------------------------------------------------------------
+FEATURES=()
+if [ "$CHARTS" = 1 ]; then FEATURES=(--features ramqp-bench-compare/charts); fi
+log "building (release) into $TARGET"
+cargo build --release -p ramqp-bench-compare -p ramqp-brokerd "${FEATURES[@]}"
+
+# --- 2. machine -----------------------------------------------------------
+json_str() {
+    # JSON string literal of $1 (control characters become spaces).
+    local s=${1//\\/\\\\}
+    s=${s//\"/\\\"}
+    s=$(printf '%s' "$s" | tr '\n\t\r' '   ')
+    printf '"%s"' "$s"
+}
+json_num() { if [ -n "$1" ]; then printf '%s' "$1"; else printf 'null'; fi; }
+
+record_machine() {
+    local cpu cores kernel mem disk dfline commit dirty f t0 t1 fsync_us rtt rmq_ver
+    cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || true)
+    cores=$(nproc)
+    kernel=$(uname -r)
+    mem=$(awk '/MemTotal/ {print $2}' /proc/meminfo)
+    disk=$(lsblk -d -n -o NAME,MODEL,ROTA,SIZE,TYPE 2>/dev/null | tr -s ' ' | paste -sd ';' - || true)
+    dfline=$(df -hT "$OUT" 2>/dev/null | tail -n 1 | tr -s ' ' || true)
+    commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
+    dirty=false
+    if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then dirty=true; fi
+    # fsync latency of small appends: 500 x 256-byte O_DSYNC writes on the
+    # filesystem that holds the results (and the brokers' data dirs).
+    f=$WORK/fsync-probe
+    t0=$(date +%s%N)
+    dd if=/dev/zero of="$f" bs=256 count=500 oflag=dsync status=none
+    t1=$(date +%s%N)
+    rm -f "$f"
+    fsync_us=$(( (t1 - t0) / 500 / 1000 ))
+    rtt=
+    if command -v ping >/dev/null 2>&1; then
+        rtt=$(ping -n -q -c 20 -i 0.01 127.0.0.1 2>/dev/null | awk -F'/' '/^rtt|^round-trip/ {print $5 * 1000}' || true)
+    fi
+    rmq_ver=$(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || true)
+    {
+        printf '{\n'
+        printf '  "timestamp": %s,\n' "$(json_str "$(date -u +%Y-%m-%dT%H:%M:%SZ)")"
+        printf '  "cpu_model": %s,\n' "$(json_str "$cpu")"
+        printf '  "logical_cpus": %s,\n' "$cores"
+        printf '  "kernel": %s,\n' "$(json_str "$kernel")"
+        printf '  "mem_total_kib": %s,\n' "$(json_num "$mem")"
+        printf '  "disks": %s,\n' "$(json_str "$disk")"
+        printf '  "results_fs": %s,\n' "$(json_str "$dfline")"
+        printf '  "fsync_append_256b_us": %s,\n' "$(json_num "$fsync_us")"
+        printf '  "fsync_method": %s,\n' "$(json_str "dd bs=256 count=500 oflag=dsync, mean per write")"
+        printf '  "loopback_rtt_us": %s,\n' "$(json_num "$rtt")"
+        printf '  "git_commit": %s,\n' "$(json_str "$commit")"
+        printf '  "git_dirty": %s,\n' "$dirty"
+        printf '  "rabbitmq_server": %s,\n' "$(json_str "$rmq_ver")"
+        printf '  "quick": %s,\n' "$([ "$QUICK" = 1 ] && echo true || echo false)"
+        printf '  "trials": %s,\n' "$TRIALS"
+        printf '  "size_flags": %s\n' "$(json_str "${SIZE_FLAGS[*]:-defaults}")"
+        printf '}\n'
+    } >"$OUT/machine.json"
+    log "machine: $cpu, $cores cpus, kernel $kernel, fsync ${fsync_us} us, loopback rtt ${rtt:-n/a} us"
+}
+record_machine
+
+# --- 3. legs --------------------------------------------------------------
+FAILED=()
+# run_one LEG SCENARIO CLIENT ARGS...: one latency run -> LEG-SCENARIO-CLIENT.json/.err
+run_one() {
+    local leg=$1 scenario=$2 client=$3
+    shift 3
+    local name="$leg-$scenario-$client"
+    log "$name: latency --client $client --trials $TRIALS ${SIZE_FLAGS[*]:-} $*"
+    if ! timeout "$RUN_TIMEOUT" "$BIN/latency" --client "$client" --trials "$TRIALS" \
+        "${SIZE_FLAGS[@]}" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
+        log "$name FAILED (see $OUT/$name.err)"
+        FAILED+=("$name")
+    fi
+}
+
+scenario_flags() {
+    # scenario_flags SCENARIO CLASSIC_ADDR QUORUM_ADDR -> flags on stdout
+    case "$1" in
+    pre) echo "--address $2" ;;
+    confirm) echo "--confirm --address $2" ;;
+    quorum) echo "--confirm --address $3" ;;
+    esac
+}
+
+SCENARIOS=(pre confirm quorum)
+CLIENTS=(raw fe2o3)
+
+leg_inproc() {
+    local s c flags
+    for s in "${SCENARIOS[@]}"; do
+        for c in "${CLIENTS[@]}"; do
+            read -r -a flags <<<"$(scenario_flags "$s" /queues/lat /quorum/lat)"
+            run_one inproc "$s" "$c" "${flags[@]}"
+        done
+    done
+}
+
+brokerd_start() {
+    local dir=$WORK/brokerd-$1 out=$WORK/brokerd-$1.out i
+    rm -rf "$dir"
+    "$BIN/ramqp-brokerd" --listen 127.0.0.1:0 --data-dir "$dir" >"$out" 2>"$WORK/brokerd-$1.log" &
+    BROKERD_PID=$!
+    BROKERD_ADDR=
+    for i in $(seq 1 200); do
+        BROKERD_ADDR=$(sed -n 's/^ramqp-brokerd listening on //p' "$out")
+        if [ -n "$BROKERD_ADDR" ]; then return 0; fi
+        if ! kill -0 "$BROKERD_PID" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    log "ramqp-brokerd did not start: $(tail -n 5 "$WORK/brokerd-$1.log")"
+    return 1
+}
+brokerd_stop() {
+    kill -TERM "$BROKERD_PID" 2>/dev/null || true
+    wait "$BROKERD_PID" 2>/dev/null || true
+    BROKERD_PID=
+}
+
+leg_brokerd() {
+    # A fresh process and data dir for every (scenario, client) run.
+    local s c flags
+    for s in "${SCENARIOS[@]}"; do
+        for c in "${CLIENTS[@]}"; do
+            if ! brokerd_start "$s-$c"; then FAILED+=("brokerd-$s-$c"); continue; fi
+            read -r -a flags <<<"$(scenario_flags "$s" /queues/lat /quorum/lat)"
+            run_one brokerd "$s" "$c" --url "amqp://$BROKERD_ADDR" --pid "$BROKERD_PID" "${flags[@]}"
+            brokerd_stop
+        done
+    done
+}
+
+RMQ_PORT=${BENCH_RMQ_PORT:-5699}
+RMQ_MGMT=${BENCH_RMQ_MGMT_PORT:-15699}
+RMQ_DIST=${BENCH_RMQ_DIST_PORT:-25699}
+RMQ_DIR=$WORK/rabbitmq
+RMQ_NODE=ramqpbench@localhost
+rmq_env() {
+    env RABBITMQ_CONFIG_FILE="$RMQ_DIR/rabbitmq.conf" \
+        RABBITMQ_ADVANCED_CONFIG_FILE="$RMQ_DIR/advanced.config" \
+        RABBITMQ_ENABLED_PLUGINS_FILE="$RMQ_DIR/enabled_plugins" \
+        RABBITMQ_MNESIA_BASE="$RMQ_DIR/mnesia" RABBITMQ_LOG_BASE="$RMQ_DIR/log" \
+        RABBITMQ_PID_FILE="$RMQ_DIR/pid" RABBITMQ_NODENAME="$RMQ_NODE" \
+        RABBITMQ_DIST_PORT="$RMQ_DIST" HOME="$RMQ_DIR/home" "$@"
+}
+rmq_stop() {
+    if ! rmq_env timeout 60 /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RMQ_NODE" stop "$RMQ_DIR/pid" >/dev/null 2>&1; then
+        # Fallback: the node's own pid (it was started by this script).
+        if [ -s "$RMQ_DIR/pid" ]; then kill -KILL "$(cat "$RMQ_DIR/pid")" 2>/dev/null || true; fi
+    fi
+    RMQ_STARTED=0
+}
+rmq_start() {
+    if ! command -v rabbitmq-server >/dev/null 2>&1; then
+        log "installing rabbitmq-server"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server >&2 || return 1
+    fi
+    if [ "$(id -u)" != 0 ]; then log "RabbitMQ leg needs root"; return 1; fi
+    rm -rf "$RMQ_DIR"
+    mkdir -p "$RMQ_DIR/home" "$RMQ_DIR/log" "$RMQ_DIR/mnesia"
+    cat >"$RMQ_DIR/rabbitmq.conf" <<EOF
+listeners.tcp.local = 127.0.0.1:$RMQ_PORT
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $RMQ_MGMT
+amqp1_0.default_user = guest
+loopback_users = none
+EOF
+    echo '[].' >"$RMQ_DIR/advanced.config"
+    echo '[rabbitmq_amqp1_0,rabbitmq_management].' >"$RMQ_DIR/enabled_plugins"
+    log "starting RabbitMQ ($RMQ_NODE, amqp 127.0.0.1:$RMQ_PORT, management :$RMQ_MGMT)"
+    rmq_env /usr/lib/rabbitmq/bin/rabbitmq-server -detached >&2 || return 1
+    RMQ_STARTED=1
+    rmq_env timeout 200 /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RMQ_NODE" wait --timeout 180 "$RMQ_DIR/pid" >&2 || return 1
+    rmq_env timeout 100 /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RMQ_NODE" await_startup --timeout 90 >&2 || return 1
+    local i
+    for i in $(seq 1 60); do
+        if curl -fsS -u guest:guest "http://127.0.0.1:$RMQ_MGMT/api/overview" >/dev/null 2>&1; then break; fi
+        sleep 1
+    done
+    curl -fsS -u guest:guest -X PUT -H 'content-type: application/json' \
+        -d '{"durable":true,"arguments":{"x-queue-type":"classic"}}' \
+        "http://127.0.0.1:$RMQ_MGMT/api/queues/%2F/lat" >&2 || return 1
+    curl -fsS -u guest:guest -X PUT -H 'content-type: application/json' \
+        -d '{"durable":true,"arguments":{"x-queue-type":"quorum"}}' \
+        "http://127.0.0.1:$RMQ_MGMT/api/queues/%2F/qlat" >&2 || return 1
+    RMQ_PID=$(cat "$RMQ_DIR/pid")
+}
+
+leg_rabbitmq() {
+    # One RabbitMQ node for the whole leg (started fresh, stopped after);
+    # the bin purges the queue before every trial.
+    local t0 s c flags
+    t0=$(date +%s)
+    if ! rmq_start; then
+        log "RabbitMQ did not start; skipping its leg"
+        FAILED+=(rabbitmq-start)
+        rmq_stop
+        return 0
+    fi
+    log "RabbitMQ up in $(($(date +%s) - t0)) s, beam pid $RMQ_PID"
+    for s in "${SCENARIOS[@]}"; do
+        for c in "${CLIENTS[@]}"; do
+            read -r -a flags <<<"$(scenario_flags "$s" /amq/queue/lat /amq/queue/qlat)"
+            run_one rabbitmq "$s" "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
+                --pid "$RMQ_PID" "${flags[@]}"
+        done
+    done
+    rmq_stop
+}
+
+IFS=, read -r -a LEG_LIST <<<"$LEGS"
+for leg in "${LEG_LIST[@]}"; do
+    case "$leg" in
+    inproc) leg_inproc ;;
+    brokerd) leg_brokerd ;;
+    rabbitmq) leg_rabbitmq ;;
+    *) echo "unknown leg: $leg" >&2; exit 2 ;;
+    esac
+done
+
+# --- 4. summary -----------------------------------------------------------
+# Empty .json files of failed runs are removed (their .err stays).
+find "$OUT" -maxdepth 1 -name '*.json' -empty -delete
+"$BIN/summarize" "$OUT" >"$OUT/summary.md"
+log "summary: $OUT/summary.md"
+if [ "${#FAILED[@]}" -gt 0 ]; then
+    log "failed: ${FAILED[*]}"
+fi
+cat "$OUT/summary.md"
