@@ -363,7 +363,7 @@ impl Queue for QuorumQueue {
         confirm: Option<PublishConfirm>,
     ) -> Result<PublishStatus, QueueError> {
         if !self.shared.lock().leading {
-            return Err(self.not_leader());
+            self.serves_here()?;
         }
         self.gate.in_flight.fetch_add(1, Ordering::AcqRel);
         let proposal = Proposal {
@@ -395,6 +395,7 @@ impl Queue for QuorumQueue {
     }
 
     fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError> {
+        self.serves_here()?;
         let mut inner = self.shared.lock();
         if !inner.leading {
             drop(inner);
