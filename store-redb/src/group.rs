@@ -43,6 +43,9 @@ pub(crate) struct GroupState<C: RaftTypeConfig> {
     pub(crate) vote: Option<Vote<C::NodeId>>,
     /// The last committed log id handed to `save_committed`.
     pub(crate) committed: Option<LogId<C::NodeId>>,
+    /// Its record, not yet queued for writing: it rides along with the
+    /// group's next append, so it never costs an fsync of its own.
+    pub(crate) committed_unwritten: Option<Vec<u8>>,
     /// The last purged log id (logical: possibly not yet durable).
     pub(crate) last_purged: Option<LogId<C::NodeId>>,
     /// The last log id of the logical log, or `last_purged` if the log is
@@ -210,6 +213,7 @@ where
             state: Mutex::new(GroupState {
                 vote,
                 committed,
+                committed_unwritten: None,
                 last_purged,
                 last_log_id,
                 tail: Tail::new(),

@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | `append` | entries pushed to the tail (readable), last log id moved | `Append` | at once; `LogFlushed` runs after the fsync |
 //! | `save_vote` | vote kept after the fsync | `PutMeta(Vote)` | after the fsync |
-//! | `save_committed` | committed kept | `PutMeta(Committed)` | at once (openraft allows losing it) |
+//! | `save_committed` | committed kept | `PutMeta(Committed)`, queued with the group's next append | at once (openraft allows losing it) |
 //! | `truncate` | tail cut, last log id moved back | `Truncate` | after the fsync |
 //! | `purge` | tail cut, last purged moved | `Purge` | after the fsync |
 //!
@@ -161,7 +161,23 @@ where
         on_flushed: Completion,
     ) -> Result<(), Error> {
         let permit = self.store.reserve().await?;
+        let meta_permit = if self.shared.lock().committed_unwritten.is_some() {
+            Some(self.store.reserve().await?)
+        } else {
+            None
+        };
         let (op, write_seq) = self.stage_append(entries)?;
+        // The committed log id saved since the last append goes first, so
+        // the writer finds both queued together: one transaction, one fsync.
+        let unwritten = self.shared.lock().committed_unwritten.take();
+        if let (Some(meta_permit), Some(record)) = (meta_permit, unwritten) {
+            let op = WriteOp::PutMeta {
+                group_id: self.shared.group_id,
+                kind: MetaKind::Committed,
+                record,
+            };
+            meta_permit.send(op, Some(keep_alive(self.shared.clone())));
+        }
         let shared = self.shared.clone();
         let completion: Completion = Box::new(move |result| {
             if result.is_ok() {
@@ -292,17 +308,13 @@ where
     ) -> Result<(), StorageError<C::NodeId>> {
         let record = record::encode(self.meta_key(MetaKind::Committed), &committed)
             .map_err(write_logs_error)?;
-        let permit = self.store.reserve().await.map_err(write_logs_error)?;
-        self.shared.lock().committed = committed;
-        let op = WriteOp::PutMeta {
-            group_id: self.shared.group_id,
-            kind: MetaKind::Committed,
-            record,
-        };
-        // Not awaited: durable with the next commit of the writer. The
-        // completion only keeps the group's state alive until then (see
-        // `keep_alive`).
-        permit.send(op, Some(keep_alive(self.shared.clone())));
+        // Not written now: openraft allows losing it, and a write of its own
+        // would cost every commit a second fsync (an idle group's last
+        // committed id is simply re-derived after a restart). It is written
+        // with the group's next append.
+        let mut state = self.shared.lock();
+        state.committed = committed;
+        state.committed_unwritten = Some(record);
         Ok(())
     }
 
