@@ -85,6 +85,21 @@ async fn consume(addr: std::net::SocketAddr, queue: &str, n: usize) -> Vec<Strin
     got
 }
 
+/// The checker: accepted texts never received (lost) and how many
+/// deliveries repeated an earlier one (duplicates).
+fn check_delivered<'a>(accepted: &'a [String], received: &[String]) -> (Vec<&'a String>, usize) {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for text in received {
+        *seen.entry(text).or_default() += 1;
+    }
+    let lost = accepted
+        .iter()
+        .filter(|t| !seen.contains_key(t.as_str()))
+        .collect();
+    let duplicates = seen.values().map(|n| n - 1).sum();
+    (lost, duplicates)
+}
+
 fn texts(range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("m-{i}")).collect()
 }
@@ -138,15 +153,7 @@ async fn three_node_cluster_keeps_accepted_messages_when_the_leader_stops() {
 
     // Every accepted message was delivered; count duplicates (allowed:
     // deliveries unsettled when the leader stopped come again).
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for text in &received {
-        *seen.entry(text).or_default() += 1;
-    }
-    let lost: Vec<&String> = accepted
-        .iter()
-        .filter(|t| !seen.contains_key(t.as_str()))
-        .collect();
-    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    let (lost, duplicates) = check_delivered(&accepted, &received);
     eprintln!(
         "accepted {}, received {}, duplicates {duplicates}",
         accepted.len(),
@@ -371,15 +378,7 @@ async fn leader_stopped_mid_stream_loses_no_accepted_message() {
     let received = within(Duration::from_secs(60), "consumer drains", consumer)
         .await
         .unwrap();
-    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-    for text in &received {
-        *seen.entry(text).or_default() += 1;
-    }
-    let lost: Vec<&String> = accepted
-        .iter()
-        .filter(|t| !seen.contains_key(t.as_str()))
-        .collect();
-    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    let (lost, duplicates) = check_delivered(&accepted, &received);
     eprintln!(
         "leader {leader} stopped mid-stream: accepted {}, received {}, duplicates {duplicates}, lost {}",
         accepted.len(),
