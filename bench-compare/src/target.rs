@@ -187,3 +187,23 @@ pub fn queue_kind(address: &str) -> &'static str {
         "other"
     }
 }
+
+/// Run `bench` as a task on a multi-thread runtime with `threads` workers
+/// (default: one per core), not on the main thread: on a 2-core machine a
+/// third busy thread would skew the measurement.
+pub fn run_on_runtime<F>(threads: Option<usize>, bench: F) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(threads) = threads {
+        runtime.worker_threads(threads.max(1));
+    }
+    let runtime = runtime.build().context("build the tokio runtime")?;
+    runtime.block_on(async move {
+        tokio::spawn(bench)
+            .await
+            .map_err(|e| anyhow::anyhow!("bench task failed: {e}"))?
+    })
+}

@@ -19,7 +19,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Parser};
 use serde_json::{json, Value};
@@ -98,19 +98,7 @@ fn main() -> Result<()> {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    runtime.enable_all();
-    if let Some(threads) = args.threads {
-        runtime.worker_threads(threads.max(1));
-    }
-    let runtime = runtime.build().context("build the tokio runtime")?;
-    // Run the bench as a task on a worker, like every other task, rather
-    // than on the main thread (a third busy thread on a 2-core machine).
-    runtime.block_on(async move {
-        tokio::spawn(run(args))
-            .await
-            .map_err(|e| anyhow!("bench task failed: {e}"))?
-    })
+    target::run_on_runtime(args.threads, run(args))
 }
 
 async fn run(args: Args) -> Result<()> {

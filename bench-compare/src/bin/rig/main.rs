@@ -20,7 +20,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Parser};
 use serde_json::{json, Value};
@@ -104,17 +104,7 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    runtime.enable_all();
-    if let Some(threads) = args.threads {
-        runtime.worker_threads(threads.max(1));
-    }
-    let runtime = runtime.build().context("build the tokio runtime")?;
-    runtime.block_on(async move {
-        tokio::spawn(run(args))
-            .await
-            .map_err(|e| anyhow!("rig task failed: {e}"))?
-    })
+    target::run_on_runtime(args.threads, run(args))
 }
 
 /// What one run is.
