@@ -27,6 +27,8 @@ pub struct BrokerConfig {
     pub queues: QueuesConfig,
     /// Quorum queues and the Raft groups behind them.
     pub quorum: QuorumConfig,
+    /// The fabric between the nodes of a multi-process cluster.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for BrokerConfig {
@@ -39,6 +41,7 @@ impl Default for BrokerConfig {
             sasl: SaslConfig::default(),
             queues: QueuesConfig::default(),
             quorum: QuorumConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -192,5 +195,83 @@ impl Default for QuorumConfig {
             publish_timeout_ms: 10_000,
             leader_wait_ms: 15_000,
         }
+    }
+}
+
+/// The fabric: how the nodes of a cluster of separate processes reach each
+/// other. Without `fabric_listen` the node runs alone (or, embedded, over
+/// the in-process transport of [`crate::Cluster`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Shared by every node; a fabric connection announcing another name
+    /// is refused, so two clusters on one host cannot mix.
+    pub name: String,
+    /// Address the fabric (inter-node gRPC) listens on.
+    pub fabric_listen: Option<SocketAddr>,
+    /// The other nodes and their fabric addresses, as `ID=HOST:PORT`.
+    pub peers: Vec<PeerAddress>,
+    /// Largest fabric message (a batch of Raft entries, a snapshot chunk,
+    /// a forwarded message), enforced by sender and receiver.
+    pub max_message_bytes: usize,
+    /// How long a fabric request may take before it fails.
+    pub call_timeout_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            name: "ramqp".to_owned(),
+            fabric_listen: None,
+            peers: Vec::new(),
+            max_message_bytes: 64 * 1024 * 1024,
+            call_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// Another node of the cluster: `ID=HOST:PORT` of its fabric listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct PeerAddress {
+    /// Its node id.
+    pub id: u64,
+    /// Its fabric address.
+    pub fabric: SocketAddr,
+}
+
+impl std::str::FromStr for PeerAddress {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        let (id, addr) = value
+            .split_once('=')
+            .ok_or_else(|| format!("expected ID=HOST:PORT, got {value:?}"))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("node id {id:?} is not a number"))?;
+        if id == 0 {
+            return Err("node id 0 is reserved".into());
+        }
+        let fabric = std::net::ToSocketAddrs::to_socket_addrs(addr.trim())
+            .map_err(|e| format!("{addr}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{addr} resolves to no address"))?;
+        Ok(PeerAddress { id, fabric })
+    }
+}
+
+impl TryFrom<String> for PeerAddress {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+
+impl std::fmt::Display for PeerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.id, self.fabric)
     }
 }

@@ -9,6 +9,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
+use broker::config::PeerAddress;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, Parser, ValueEnum};
 use serde::Deserialize;
@@ -43,8 +44,16 @@ docs/operations.md for all of them):
     auto_create = false
     declare = [\"orders\", \"audit\"]
 
+    [quorum]
+    node_id = 1
+
+    [cluster]                 # cluster mode: the fabric between nodes
+    fabric_listen = \"127.0.0.1:5682\"
+    peers = [\"2=127.0.0.1:5683\", \"3=127.0.0.1:5684\"]
+
 Signals: SIGTERM or SIGINT close every connection with amqp:connection:forced
-and exit 0. Exit code 2 means the configuration was rejected.
+and exit 0 (in cluster mode after handing away the leadership of every
+queue this node leads). Exit code 2 means the configuration was rejected.
 Once listening, exactly one line `ramqp-brokerd listening on <addr>` is
 printed to stdout; logs go to stderr.";
 
@@ -130,6 +139,32 @@ pub struct Cli {
     /// 0 disables it [default: 60000].
     #[arg(long, env = "RAMQP_IDLE_TIMEOUT_MS", value_name = "MS")]
     pub idle_timeout_ms: Option<u32>,
+
+    /// This node's id in its cluster: unique, non-zero [default: 1].
+    #[arg(long, env = "RAMQP_NODE_ID", value_name = "ID", value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_id: Option<u64>,
+
+    /// Address the fabric (inter-node gRPC) listens on; setting it turns
+    /// on cluster mode [default: none, the node runs alone].
+    #[arg(long, env = "RAMQP_FABRIC_LISTEN", value_name = "HOST:PORT", value_parser = parse_listen)]
+    pub fabric_listen: Option<SocketAddr>,
+
+    /// Another node of the cluster and its fabric address, as
+    /// ID=HOST:PORT. Repeatable; in the environment variable separate
+    /// peers with ','. Replaces the config file's [cluster] peers.
+    #[arg(
+        long,
+        env = "RAMQP_PEERS",
+        value_name = "ID=HOST:PORT",
+        value_delimiter = ',',
+        action = ArgAction::Append
+    )]
+    pub peer: Vec<PeerAddress>,
+
+    /// Cluster name every node shares; fabric connections from a node of
+    /// another cluster are refused [default: ramqp].
+    #[arg(long, env = "RAMQP_CLUSTER_NAME", value_name = "NAME")]
+    pub cluster_name: Option<String>,
 }
 
 /// How log lines are written.
@@ -252,6 +287,14 @@ mod tests {
             "RAMQP_MAX_FRAME_SIZE",
             "--idle-timeout-ms",
             "RAMQP_IDLE_TIMEOUT_MS",
+            "--node-id",
+            "RAMQP_NODE_ID",
+            "--fabric-listen",
+            "RAMQP_FABRIC_LISTEN",
+            "--peer",
+            "RAMQP_PEERS",
+            "--cluster-name",
+            "RAMQP_CLUSTER_NAME",
             "[limits]",
         ] {
             assert!(help.contains(needle), "--help lacks {needle}:\n{help}");

@@ -185,6 +185,18 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
             password: user.password.clone(),
         });
     }
+    if let Some(id) = cli.node_id {
+        broker.quorum.node_id = id;
+    }
+    if let Some(addr) = cli.fabric_listen {
+        broker.cluster.fabric_listen = Some(addr);
+    }
+    if !cli.peer.is_empty() {
+        broker.cluster.peers = cli.peer.clone();
+    }
+    if let Some(name) = &cli.cluster_name {
+        broker.cluster.name = name.clone();
+    }
     if let Some(level) = &cli.log_level {
         settings.log.level = level.clone();
     }
@@ -215,6 +227,10 @@ mod tests {
         "RAMQP_NO_AUTO_CREATE",
         "RAMQP_MAX_FRAME_SIZE",
         "RAMQP_IDLE_TIMEOUT_MS",
+        "RAMQP_NODE_ID",
+        "RAMQP_FABRIC_LISTEN",
+        "RAMQP_PEERS",
+        "RAMQP_CLUSTER_NAME",
     ];
 
     /// Parse `args` with exactly the given RAMQP_* variables set.
@@ -515,5 +531,48 @@ declare = ["orders"]
         let settings = parse_file(&example).unwrap();
         assert!(!settings.broker.sasl.allow_anonymous);
         assert_eq!(settings.log.format, LogFormat::Json);
+    }
+
+    #[test]
+    fn cluster_flags_and_file_table() {
+        let file = parse_file(
+            "[quorum]\nnode_id = 2\n[cluster]\nname = \"prod\"\nfabric_listen = \"127.0.0.1:7002\"\npeers = [\"1=127.0.0.1:7001\", \"3=127.0.0.1:7003\"]\n",
+        )
+        .unwrap();
+        assert_eq!(file.broker.quorum.node_id, 2);
+        assert_eq!(file.broker.cluster.name, "prod");
+        assert_eq!(
+            file.broker.cluster.fabric_listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 7002)))
+        );
+        let ids: Vec<u64> = file.broker.cluster.peers.iter().map(|p| p.id).collect();
+        assert_eq!(ids, [1, 3]);
+        assert!(parse_file("[cluster]\npeers = [\"x=127.0.0.1:1\"]\n").is_err());
+        assert!(parse_file("[cluster]\npeers = [\"0=127.0.0.1:1\"]\n").is_err());
+
+        let cli = parse(&[
+            "--node-id",
+            "3",
+            "--fabric-listen",
+            "127.0.0.1:7103",
+            "--peer",
+            "1=127.0.0.1:7101",
+            "--peer",
+            "2=localhost:7102",
+            "--cluster-name",
+            "test",
+        ]);
+        let settings = apply_cli(file, &cli);
+        let cluster = &settings.broker.cluster;
+        assert_eq!(settings.broker.quorum.node_id, 3);
+        assert_eq!(cluster.name, "test");
+        assert_eq!(cluster.fabric_listen.map(|a| a.port()), Some(7103));
+        let peers: Vec<String> = cluster.peers.iter().map(|p| p.to_string()).collect();
+        assert_eq!(peers[0], "1=127.0.0.1:7101");
+        assert_eq!(cluster.peers[1].id, 2);
+        assert!(parse_with_env(&["--node-id", "0"], &[]).is_err());
+        let from_env =
+            parse_with_env(&[], &[("RAMQP_PEERS", "4=127.0.0.1:1,5=127.0.0.1:2")]).unwrap();
+        assert_eq!(from_env.peer.len(), 2);
     }
 }
