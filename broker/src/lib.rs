@@ -3,6 +3,7 @@
 //! ([`Broker`]) used by `ramqp-brokerd` and by tests.
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod admin;
 pub mod codec;
 pub mod config;
 pub mod queue;
