@@ -216,6 +216,9 @@ pub struct ClusterConfig {
     pub max_message_bytes: usize,
     /// How long a fabric request may take before it fails.
     pub call_timeout_ms: u64,
+    /// Accept `ramqp-ctl isolate`/`heal` (cut this node off from its peers
+    /// and back): for partition tests, never for production.
+    pub allow_fault_injection: bool,
 }
 
 impl Default for ClusterConfig {
@@ -226,6 +229,7 @@ impl Default for ClusterConfig {
             peers: Vec::new(),
             max_message_bytes: 64 * 1024 * 1024,
             call_timeout_ms: 10_000,
+            allow_fault_injection: false,
         }
     }
 }

@@ -165,6 +165,16 @@ pub struct Cli {
     /// another cluster are refused [default: ramqp].
     #[arg(long, env = "RAMQP_CLUSTER_NAME", value_name = "NAME")]
     pub cluster_name: Option<String>,
+
+    /// Let `ramqp-ctl isolate` cut this node off from its peers (fault
+    /// injection for partition tests; never in production).
+    #[arg(
+        long,
+        env = "RAMQP_ALLOW_FAULT_INJECTION",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    pub allow_fault_injection: bool,
 }
 
 /// How log lines are written.

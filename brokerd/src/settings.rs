@@ -197,6 +197,9 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(name) = &cli.cluster_name {
         broker.cluster.name = name.clone();
     }
+    if cli.allow_fault_injection {
+        broker.cluster.allow_fault_injection = true;
+    }
     if let Some(level) = &cli.log_level {
         settings.log.level = level.clone();
     }
@@ -231,6 +234,7 @@ mod tests {
         "RAMQP_FABRIC_LISTEN",
         "RAMQP_PEERS",
         "RAMQP_CLUSTER_NAME",
+        "RAMQP_ALLOW_FAULT_INJECTION",
     ];
 
     /// Parse `args` with exactly the given RAMQP_* variables set.

@@ -47,7 +47,7 @@ def brokerd_path() -> Path:
 class BrokerProcess:
     """One running ramqp-brokerd and where to reach it."""
 
-    def __init__(self, extra_args, extra_env=None):
+    def __init__(self, extra_args, extra_env=None, listen="127.0.0.1:0"):
         binary = brokerd_path()
         if not binary.is_file():
             pytest.fail(
@@ -60,7 +60,7 @@ class BrokerProcess:
         self.args = [
             str(binary),
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--data-dir",
             str(self.data_dir),
             *extra_args,

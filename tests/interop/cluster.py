@@ -1,0 +1,365 @@
+"""A cluster of real ramqp-brokerd processes for the cluster tests, and the
+client processes that load it.
+
+Every node gets fixed loopback ports (AMQP and fabric, picked free at start)
+so a restarted node comes back where its peers and clients expect it. The
+nodes run with --allow-fault-injection so a test can isolate one through
+`ramqp-ctl isolate`. Clients run in their own Python processes (Proton's
+reactor) and report one line per event on stdout, read by a thread here.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import BrokerProcess, brokerd_path
+
+# Raft timings for the tests: the defaults (3-6 s election time-out) are
+# tuned for a loaded production box; tests want a fail-over within a few
+# seconds and still must not see elections from load on 2 shared cores.
+RAFT_ARGS = []
+
+
+def free_ports(count):
+    """Ports the kernel says are free now (bound, then released)."""
+    sockets, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+        ports.append(s.getsockname()[1])
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def ctl_path():
+    return brokerd_path().with_name("ramqp-ctl")
+
+
+class Cluster:
+    """Nodes 1..n as BrokerProcess objects, keyed by node id."""
+
+    def __init__(self, size):
+        ports = free_ports(2 * size)
+        self.amqp_port = {i + 1: ports[i] for i in range(size)}
+        self.fabric_port = {i + 1: ports[size + i] for i in range(size)}
+        self.nodes = {}
+        for node in range(1, size + 1):
+            self.nodes[node] = self._start(node, list(range(1, size + 1)))
+
+    def _start(self, node, members):
+        args = [
+            "--node-id", str(node),
+            "--fabric-listen", f"127.0.0.1:{self.fabric_port[node]}",
+            "--allow-fault-injection",
+            *RAFT_ARGS,
+        ]
+        for peer in members:
+            if peer != node:
+                args += ["--peer", f"{peer}=127.0.0.1:{self.fabric_port[peer]}"]
+        process = BrokerProcess(args, listen=f"127.0.0.1:{self.amqp_port[node]}")
+        return process
+
+    def url(self, node):
+        return self.nodes[node].url
+
+    def ctl(self, node, *args, check=True, timeout=20):
+        result = subprocess.run(
+            [str(ctl_path()), "--fabric", f"127.0.0.1:{self.fabric_port[node]}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"ramqp-ctl {' '.join(args)} on node {node} failed: {result.stdout}{result.stderr}"
+            )
+        return result
+
+    def status(self, node):
+        return json.loads(self.ctl(node, "status", "--json").stdout)
+
+    def queue_status(self, node, address):
+        for queue in self.status(node)["queues"]:
+            if queue["address"] == address:
+                return queue
+        return None
+
+    def wait_healthy(self, nodes=None, timeout=60):
+        nodes = nodes or [n for n, p in self.nodes.items() if p.alive()]
+        deadline = time.monotonic() + timeout
+        for node in nodes:
+            while True:
+                result = self.ctl(node, "health", "--expect-members", str(len(nodes)), check=False)
+                if result.returncode == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"node {node} not healthy: {result.stdout}{result.stderr}")
+                time.sleep(0.2)
+
+    def leader_of(self, address, asking=None, timeout=30, exclude=()):
+        """The leader of a queue as a running node reports it (waits until one is known)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for node in ([asking] if asking else list(self.nodes)):
+                if node in exclude or not self.nodes[node].alive():
+                    continue
+                try:
+                    queue = self.queue_status(node, address)
+                except (AssertionError, subprocess.TimeoutExpired, json.JSONDecodeError):
+                    continue
+                if queue and queue["leader"] and queue["leader"] not in exclude:
+                    return queue["leader"]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no leader for {address} within {timeout}s")
+            time.sleep(0.1)
+
+    def cleanup(self):
+        failures = []
+        for node, process in self.nodes.items():
+            try:
+                killed = process.killed
+                code = process.stop()
+                if code != 0 and not killed:
+                    failures.append(f"node {node} exited with {code} after SIGTERM\n{process.stderr_tail()}")
+                panics = process.panics()
+                if panics:
+                    failures.append(f"node {node} panicked:\n" + "\n".join(panics))
+            finally:
+                process.cleanup()
+        return failures
+
+
+@pytest.fixture
+def cluster3():
+    cluster = Cluster(3)
+    try:
+        cluster.wait_healthy()
+        yield cluster
+    finally:
+        failures = cluster.cleanup()
+    if failures:
+        pytest.fail("\n\n".join(failures))
+
+
+# ---------------------------------------------------------------------------
+# Client processes. One stdout line per event:
+#   publisher: "S <id>" handed to Proton, "A <id>" accepted, "N <id> <state>"
+#   consumer:  "R <id>" received and accepted
+#   both:      "DISCONNECTED", "TIMEOUT", "END"
+# ---------------------------------------------------------------------------
+
+PUBLISHER = textwrap.dedent(
+    """
+    import sys
+    from proton import Message
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    url, address = sys.argv[1], sys.argv[2]
+    window, limit, deadline_s = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+
+    def emit(line):
+        sys.stdout.write(line + "\\n")
+        sys.stdout.flush()
+
+    def tag_of(delivery):
+        tag = delivery.tag
+        return tag.decode() if isinstance(tag, bytes) else tag
+
+    class Publisher(MessagingHandler):
+        def __init__(self):
+            super().__init__()
+            self.next_id = 0
+            self.in_flight = 0
+            self.stopping = False
+
+        def on_start(self, event):
+            event.container.schedule(deadline_s, self)
+            conn = event.container.connect(url, reconnect=False)
+            event.container.create_sender(conn, address)
+
+        def on_timer_task(self, event):
+            emit("TIMEOUT")
+            event.container.stop()
+
+        def publish(self, sender):
+            while sender.credit > 0 and self.in_flight < window and self.next_id < limit:
+                tag = f"id-{self.next_id:07d}"
+                self.next_id += 1
+                emit("S " + tag)
+                sender.send(Message(body=tag), tag=tag)
+                self.in_flight += 1
+            if self.next_id >= limit and self.in_flight == 0:
+                emit("END")
+                event_conn = sender.connection
+                sender.close()
+                event_conn.close()
+
+        def on_sendable(self, event):
+            self.publish(event.sender)
+
+        def settled(self, event, line):
+            emit(line)
+            self.in_flight -= 1
+            self.publish(event.link)
+
+        def on_accepted(self, event):
+            self.settled(event, "A " + tag_of(event.delivery))
+
+        def on_rejected(self, event):
+            self.settled(event, "N " + tag_of(event.delivery) + " rejected")
+
+        def on_released(self, event):
+            self.settled(event, "N " + tag_of(event.delivery) + " released")
+
+        def on_link_closed(self, event):
+            if event.link.remote_condition:
+                emit("DETACHED " + str(event.link.remote_condition.name))
+
+        def on_disconnected(self, event):
+            emit("DISCONNECTED")
+            event.container.stop()
+
+        def on_transport_error(self, event):
+            emit("DISCONNECTED")
+            event.container.stop()
+
+    Container(Publisher()).run()
+    """
+)
+
+CONSUMER = textwrap.dedent(
+    """
+    import sys
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    url, address, credit, deadline_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+
+    def emit(line):
+        sys.stdout.write(line + "\\n")
+        sys.stdout.flush()
+
+    class Consumer(MessagingHandler):
+        def __init__(self):
+            super().__init__(prefetch=credit, auto_accept=True)
+
+        def on_start(self, event):
+            event.container.schedule(deadline_s, self)
+            conn = event.container.connect(url, reconnect=False)
+            event.container.create_receiver(conn, address)
+
+        def on_timer_task(self, event):
+            emit("TIMEOUT")
+            event.container.stop()
+
+        def on_message(self, event):
+            emit("R " + str(event.message.body))
+
+        def on_link_closed(self, event):
+            if event.link.remote_condition:
+                emit("DETACHED " + str(event.link.remote_condition.name))
+
+        def on_disconnected(self, event):
+            emit("DISCONNECTED")
+            event.container.stop()
+
+        def on_transport_error(self, event):
+            emit("DISCONNECTED")
+            event.container.stop()
+
+    Container(Consumer()).run()
+    """
+)
+
+
+class ClientProcess:
+    """A publisher or consumer process and what it reported, with the
+    monotonic time each line was read."""
+
+    def __init__(self, script, *args):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", script, *map(str, args)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.lines = []
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.changed:
+                self.lines.append((time.monotonic(), line.strip()))
+                self.changed.notify_all()
+        with self.changed:
+            self.lines.append((time.monotonic(), "EOF"))
+            self.changed.notify_all()
+
+    def ids(self, kind):
+        return [line[2:] for _, line in list(self.lines) if line.startswith(kind + " ")]
+
+    def events(self):
+        return [line for _, line in list(self.lines) if not line[:2] in ("S ", "A ", "N ", "R ")]
+
+    def wait_for(self, predicate, timeout, what):
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not predicate(self):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (self.lines and self.lines[-1][1] == "EOF" and not predicate(self)):
+                    raise AssertionError(f"{what}: not within {timeout}s; events: {self.events()[-5:]}")
+                self.changed.wait(min(remaining, 0.5))
+
+    def count(self, kind):
+        prefix = kind + " "
+        return sum(1 for _, line in list(self.lines) if line.startswith(prefix))
+
+    def first_after(self, kind, moment):
+        prefix = kind + " "
+        for at, line in list(self.lines):
+            if at > moment and line.startswith(prefix):
+                return at
+        return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.thread.join(timeout=10)
+        self.proc.stdout.close()
+
+
+def check_no_loss(publisher, consumer, label):
+    """The checker: every accepted publish was delivered at least once.
+    Returns (lost, duplicates) after printing a summary."""
+    accepted = set(publisher.ids("A"))
+    sent = set(publisher.ids("S"))
+    received = consumer.ids("R")
+    counts = Counter(received)
+    lost = accepted - set(counts)
+    duplicates = sum(n - 1 for n in counts.values())
+    never_sent = set(counts) - sent
+    released = len(publisher.ids("N"))
+    print(
+        f"\n{label}: sent={len(sent)} accepted={len(accepted)} not-accepted={released} "
+        f"received={len(received)} lost={len(lost)} duplicates={duplicates} "
+        f"publisher events={publisher.events()[-3:]} consumer events={consumer.events()[-3:]}"
+    )
+    assert not never_sent, f"delivered but never sent: {sorted(never_sent)[:5]}"
+    return lost, duplicates
