@@ -213,11 +213,7 @@ impl Peer {
             match self.open().await {
                 Ok(stream) => {
                     backoff = self.settings.reconnect_min;
-                    let reason = self.serve(stream).await;
-                    tracing::debug!(peer = self.id, %reason, "fabric stream closed");
-                    if !self.stop.is_cancelled() {
-                        self.state.send_replace(LinkState::Down(reason));
-                    }
+                    self.serve(stream).await;
                 }
                 Err(state) => {
                     tracing::debug!(peer = self.id, ?state, "fabric dial failed");
@@ -231,7 +227,7 @@ impl Peer {
             }
             backoff = (backoff * 2).min(self.settings.reconnect_max);
         }
-        self.close_stream();
+        self.close_stream("stopped".into());
         self.state.send_replace(LinkState::Stopped);
     }
 
@@ -275,18 +271,21 @@ impl Peer {
             Ok(Err(status)) => return Err(down(&status.message())),
             Ok(Ok(response)) => response,
         };
-        let epoch = self.epoch.load(Ordering::Acquire);
-        *lock(&self.live) = Some(Live { tx, epoch, cancel });
+        {
+            let mut live = lock(&self.live);
+            let epoch = self.epoch.load(Ordering::Acquire);
+            *live = Some(Live { tx, epoch, cancel });
+            self.state.send_replace(LinkState::Connected);
+        }
         Counters::add(&self.counters.connects, 1);
-        self.state.send_replace(LinkState::Connected);
         Ok(response.into_inner())
     }
 
-    /// Reads answers until the stream ends; returns why it ended.
-    async fn serve(&self, mut stream: tonic::Streaming<Batch>) -> String {
+    /// Reads answers until the stream ends, then closes it.
+    async fn serve(&self, mut stream: tonic::Streaming<Batch>) {
         let cancel = match &*lock(&self.live) {
             Some(live) => live.cancel.clone(),
-            None => return "closed before serving".into(),
+            None => return,
         };
         let reason = loop {
             tokio::select! {
@@ -299,8 +298,8 @@ impl Peer {
                 },
             }
         };
-        self.close_stream();
-        reason
+        tracing::debug!(peer = self.id, %reason, "fabric stream closed");
+        self.close_stream(reason);
     }
 
     /// Completes the calls answered in `batch`.
@@ -334,14 +333,18 @@ impl Peer {
         }
     }
 
-    /// Forgets the current stream and fails every outstanding call.
-    fn close_stream(&self) {
+    /// Forgets the current stream, marks the link down (for `reason`) and
+    /// fails every outstanding call.
+    fn close_stream(&self, reason: String) {
         {
             let mut live = lock(&self.live);
             if let Some(old) = live.take() {
                 old.cancel.cancel();
             }
             self.epoch.fetch_add(1, Ordering::AcqRel);
+            if !self.stop.is_cancelled() {
+                self.state.send_replace(LinkState::Down(reason));
+            }
         }
         let failed: Vec<_> = lock(&self.pending).drain().map(|(_, w)| w).collect();
         let error = if self.stop.is_cancelled() {
