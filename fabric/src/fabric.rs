@@ -24,12 +24,15 @@ use crate::{
 /// How long [`Fabric::shutdown`] waits for the server and links to wind down.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// An outbound link and the task that keeps it up.
+type Link = (Arc<Peer>, JoinHandle<()>);
+
 /// A running fabric node. Dropping it stops everything in the background;
 /// [`Fabric::shutdown`] also waits for it.
 pub struct Fabric {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
-    peers: Arc<RwLock<BTreeMap<NodeId, (Arc<Peer>, JoinHandle<()>)>>>,
+    peers: RwLock<BTreeMap<NodeId, Link>>,
     server: Option<JoinHandle<()>>,
     runtime: tokio::runtime::Handle,
 }
@@ -98,7 +101,7 @@ impl Fabric {
         let fabric = Fabric {
             shared,
             local_addr,
-            peers: Arc::default(),
+            peers: RwLock::default(),
             server: Some(server),
             runtime: tokio::runtime::Handle::current(),
         };
