@@ -22,7 +22,11 @@ struct Echo {
 }
 
 impl Handler for Echo {
-    fn call(self: Arc<Self>, _from: NodeId, envelope: Envelope) -> BoxFuture<'static, Result<Bytes, String>> {
+    fn call(
+        self: Arc<Self>,
+        _from: NodeId,
+        envelope: Envelope,
+    ) -> BoxFuture<'static, Result<Bytes, String>> {
         Box::pin(async move { Ok(envelope.payload) })
     }
 
@@ -35,7 +39,11 @@ impl Handler for Echo {
 }
 
 fn echo() -> Arc<Echo> {
-    Arc::new(Echo { messages: AtomicU64::new(0), target: AtomicU64::new(u64::MAX), done: Notify::new() })
+    Arc::new(Echo {
+        messages: AtomicU64::new(0),
+        target: AtomicU64::new(u64::MAX),
+        done: Notify::new(),
+    })
 }
 
 fn us(h: &Histogram<u64>, q: f64) -> f64 {
@@ -117,7 +125,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // One-way sends: queue as fast as the bounded queue allows.
     let total = 500_000u64;
-    b_handler.target.store(b_handler.messages.load(Ordering::Relaxed) + total, Ordering::Relaxed);
+    b_handler.target.store(
+        b_handler.messages.load(Ordering::Relaxed) + total,
+        Ordering::Relaxed,
+    );
     let started = Instant::now();
     let mut sent = 0;
     while sent < total {
@@ -129,7 +140,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     tokio::time::timeout(Duration::from_secs(60), b_handler.done.notified()).await?;
     let wall = started.elapsed();
-    println!("one-way 64 B sends: {total} in {:.2} s = {:.0} msgs/s", wall.as_secs_f64(), total as f64 / wall.as_secs_f64());
+    println!(
+        "one-way 64 B sends: {total} in {:.2} s = {:.0} msgs/s",
+        wall.as_secs_f64(),
+        total as f64 / wall.as_secs_f64()
+    );
 
     a.shutdown().await;
     b.shutdown().await;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,7 +18,8 @@ use crate::peer::{LinkState, Peer};
 use crate::proto::fabric_server::FabricServer;
 use crate::server::{Service, Shared};
 use crate::{
-    CallError, Envelope, FabricConfig, FabricError, FabricStats, Handler, NodeId, CLIENT_NODE_ID,
+    lock, CallError, Envelope, FabricConfig, FabricError, FabricStats, Handler, NodeId,
+    CLIENT_NODE_ID,
 };
 
 /// How long [`Fabric::shutdown`] waits for the server and links to wind down.
@@ -32,7 +33,7 @@ type Link = (Arc<Peer>, JoinHandle<()>);
 pub struct Fabric {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
-    peers: RwLock<BTreeMap<NodeId, Link>>,
+    peers: Mutex<BTreeMap<NodeId, Link>>,
     server: Option<JoinHandle<()>>,
     runtime: tokio::runtime::Handle,
 }
@@ -101,7 +102,7 @@ impl Fabric {
         let fabric = Fabric {
             shared,
             local_addr,
-            peers: RwLock::default(),
+            peers: Mutex::default(),
             server: Some(server),
             runtime: tokio::runtime::Handle::current(),
         };
@@ -123,10 +124,7 @@ impl Fabric {
     }
 
     fn peer(&self, id: NodeId) -> Option<Arc<Peer>> {
-        let peers = self
-            .peers
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let peers = lock(&self.peers);
         peers.get(&id).map(|(peer, _)| peer.clone())
     }
 
@@ -134,6 +132,9 @@ impl Fabric {
     /// Fails fast with [`CallError::Unreachable`] when there is no open stream
     /// to `target` (unknown, not connected, blocked); with
     /// [`CallError::TooLarge`] before sending anything over the size limit.
+    /// A full outbound queue makes the call wait for room (within the same
+    /// timeout) rather than fail. Calls of one peer are answered
+    /// concurrently, so answers may come back in any order.
     pub fn call(
         &self,
         target: NodeId,
@@ -179,10 +180,7 @@ impl Fabric {
             );
             return;
         }
-        let mut peers = self
-            .peers
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut peers = lock(&self.peers);
         if let Some((old, _)) = peers.get(&id) {
             if old.addr() == addr {
                 return;
@@ -205,11 +203,7 @@ impl Fabric {
     /// Stops dialling `id`; calls outstanding to it fail with
     /// [`CallError::Closed`].
     pub fn remove_peer(&self, id: NodeId) {
-        let removed = self
-            .peers
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&id);
+        let removed = lock(&self.peers).remove(&id);
         if let Some((peer, _)) = removed {
             peer.stop();
         }
@@ -217,10 +211,7 @@ impl Fabric {
 
     /// The known peers and their addresses.
     pub fn peers(&self) -> BTreeMap<NodeId, SocketAddr> {
-        let peers = self
-            .peers
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let peers = lock(&self.peers);
         peers
             .iter()
             .map(|(id, (peer, _))| (*id, peer.addr()))
@@ -286,10 +277,7 @@ impl Fabric {
     pub async fn shutdown(mut self) {
         self.shared.shutdown.cancel();
         let links: Vec<_> = {
-            let mut peers = self
-                .peers
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut peers = lock(&self.peers);
             std::mem::take(&mut *peers).into_values().collect()
         };
         for (peer, _) in &links {

@@ -13,8 +13,14 @@
 //! Requests from A to B travel on A's outbound stream and B's answers come
 //! back on the response side of that same stream.
 //!
+//! Payloads travel as `bytes::Bytes` end to end: the receiver's envelopes are
+//! slices of the decode buffer (no copy); the sender copies once, into the
+//! HTTP/2 frame buffer.
+//!
 //! Entry points: [`Fabric::start`] for a cluster node, [`Client::connect`] for
 //! a client-only connection (node id 0, e.g. an admin CLI).
+
+#![warn(missing_docs)]
 
 mod batch;
 mod client;
@@ -38,6 +44,12 @@ pub use error::{CallError, FabricError};
 pub use fabric::Fabric;
 pub use peer::LinkState;
 pub use stats::FabricStats;
+
+/// Locks a mutex, ignoring poisoning: every critical section in this crate is
+/// a single map or option update, so the data stays consistent.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The number of a node in the cluster. `0` is reserved for a client-only
 /// connection (see [`Client`]) and must not be used as a cluster node id.

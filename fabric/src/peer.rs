@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch, Notify};
@@ -19,7 +19,7 @@ use crate::config::LinkSettings;
 use crate::proto::fabric_client::FabricClient;
 use crate::proto::{Batch, Frame, Op, CLUSTER_KEY, NODE_ID_KEY};
 use crate::stats::Counters;
-use crate::{CallError, Envelope, NodeId};
+use crate::{lock, CallError, Envelope, NodeId};
 
 /// The state of an outbound link, as seen from the dialling side.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,12 +33,6 @@ pub enum LinkState {
     Refused(String),
     /// The link was stopped (peer removed or fabric shut down).
     Stopped,
-}
-
-/// Locks a mutex, ignoring poisoning (the guarded data stays consistent: every
-/// critical section is a single map or option update).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 type Pending = HashMap<u64, oneshot::Sender<Result<Bytes, CallError>>>;

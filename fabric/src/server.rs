@@ -16,7 +16,7 @@ use crate::config::LinkSettings;
 use crate::proto::fabric_server::Fabric as FabricService;
 use crate::proto::{Batch, Frame, Op, CLUSTER_KEY, NODE_ID_KEY};
 use crate::stats::Counters;
-use crate::{Handler, NodeId, CLIENT_NODE_ID};
+use crate::{lock, Handler, NodeId, CLIENT_NODE_ID};
 
 /// State shared by the server and the fabric handle.
 pub(crate) struct Shared {
@@ -48,19 +48,13 @@ impl Shared {
 
     /// The partition flag of `peer` (created clear on first use).
     pub(crate) fn blocked_flag(&self, peer: NodeId) -> Arc<AtomicBool> {
-        let mut map = self
-            .blocked
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = lock(&self.blocked);
         map.entry(peer).or_default().clone()
     }
 
     /// Closes every inbound stream from `peer`.
     pub(crate) fn close_inbound(&self, peer: NodeId) {
-        let map = self
-            .inbound
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let map = lock(&self.inbound);
         if let Some(streams) = map.get(&peer) {
             for token in streams.values() {
                 token.cancel();
@@ -70,19 +64,13 @@ impl Shared {
 
     fn register_inbound(&self, peer: NodeId, token: CancellationToken) -> u64 {
         let key = self.next_inbound.fetch_add(1, Ordering::Relaxed);
-        let mut map = self
-            .inbound
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = lock(&self.inbound);
         map.entry(peer).or_default().insert(key, token);
         key
     }
 
     fn unregister_inbound(&self, peer: NodeId, key: u64) {
-        let mut map = self
-            .inbound
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = lock(&self.inbound);
         if let Some(streams) = map.get_mut(&peer) {
             streams.remove(&key);
             if streams.is_empty() {
@@ -174,10 +162,7 @@ impl FabricService for Service {
         )
         .map(Ok)
         .chain(futures_util::stream::iter(std::iter::from_fn(move || {
-            end.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .take()
-                .map(Err)
+            lock(&end).take().map(Err)
         })));
         Ok(Response::new(Box::pin(out)))
     }
@@ -206,7 +191,7 @@ impl Reader {
                     Ok(None) => break,
                     Err(status) => {
                         tracing::warn!(peer = self.from, code = ?status.code(), msg = status.message(), "fabric inbound stream failed");
-                        *self.end.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(status);
+                        *lock(&self.end) = Some(status);
                         break;
                     }
                 },

@@ -28,25 +28,56 @@ async fn down_peer_fails_fast_and_restarted_peer_is_reached_again() {
         drop(b.messages);
         let started = Instant::now();
         assert_eq!(slow.await.unwrap(), Err(CallError::Unreachable(2)));
-        assert!(started.elapsed() < Duration::from_secs(2), "outstanding call failed late: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "outstanding call failed late: {:?}",
+            started.elapsed()
+        );
 
         // New calls fail fast while it is down (well before the call timeout).
         for _ in 0..5 {
             let started = Instant::now();
-            assert_eq!(a.fabric.call(2, Envelope::new(1, ECHO, Bytes::new())).await, Err(CallError::Unreachable(2)));
-            assert!(started.elapsed() < call_timeout / 20, "took {:?}", started.elapsed());
-            assert_eq!(a.fabric.send(2, Envelope::new(1, 9, Bytes::new())), Err(CallError::Unreachable(2)));
+            assert_eq!(
+                a.fabric.call(2, Envelope::new(1, ECHO, Bytes::new())).await,
+                Err(CallError::Unreachable(2))
+            );
+            assert!(
+                started.elapsed() < call_timeout / 20,
+                "took {:?}",
+                started.elapsed()
+            );
+            assert_eq!(
+                a.fabric.send(2, Envelope::new(1, 9, Bytes::new())),
+                Err(CallError::Unreachable(2))
+            );
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
 
         // A new process on the same address: traffic resumes by itself.
-        let b2 = start(config(2).with_peer(1, a.fabric.local_addr()).tap_listen(b_addr)).await;
+        let b2 = start(
+            config(2)
+                .with_peer(1, a.fabric.local_addr())
+                .tap_listen(b_addr),
+        )
+        .await;
         assert_eq!(b2.fabric.local_addr(), b_addr);
-        assert!(a.fabric.wait_connected(2, Duration::from_secs(5)).await, "a reconnects to the restarted b");
+        assert!(
+            a.fabric.wait_connected(2, Duration::from_secs(5)).await,
+            "a reconnects to the restarted b"
+        );
         let env = Envelope::new(3, ECHO, Bytes::from_static(b"again"));
-        assert_eq!(a.fabric.call(2, env.clone()).await.expect("call after restart"), echo_answer(2, 1, &env));
+        assert_eq!(
+            a.fabric
+                .call(2, env.clone())
+                .await
+                .expect("call after restart"),
+            echo_answer(2, 1, &env)
+        );
         assert!(b2.fabric.wait_connected(1, Duration::from_secs(5)).await);
-        assert_eq!(b2.fabric.call(1, env.clone()).await.expect("call back"), echo_answer(1, 2, &env));
+        assert_eq!(
+            b2.fabric.call(1, env.clone()).await.expect("call back"),
+            echo_answer(1, 2, &env)
+        );
         assert!(a.fabric.stats().connects >= 2);
 
         b2.fabric.shutdown().await;
@@ -59,10 +90,16 @@ async fn down_peer_fails_fast_and_restarted_peer_is_reached_again() {
 async fn never_started_peer_is_unreachable_at_once() {
     bounded(30, async {
         // Reserve a port, then free it so nothing listens there.
-        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
         let a = start(config(1).with_peer(2, free)).await;
         let started = Instant::now();
-        assert_eq!(a.fabric.call(2, Envelope::default()).await, Err(CallError::Unreachable(2)));
+        assert_eq!(
+            a.fabric.call(2, Envelope::default()).await,
+            Err(CallError::Unreachable(2))
+        );
         assert!(started.elapsed() < Duration::from_millis(500));
         a.fabric.shutdown().await;
     })
@@ -79,11 +116,24 @@ async fn calls_time_out() {
         })
         .await;
         let started = Instant::now();
-        assert_eq!(nodes[0].fabric.call(2, Envelope::new(2_000, SLOW, Bytes::new())).await, Err(CallError::Timeout));
+        assert_eq!(
+            nodes[0]
+                .fabric
+                .call(2, Envelope::new(2_000, SLOW, Bytes::new()))
+                .await,
+            Err(CallError::Timeout)
+        );
         let took = started.elapsed();
-        assert!(took >= Duration::from_millis(190) && took < Duration::from_secs(1), "{took:?}");
+        assert!(
+            took >= Duration::from_millis(190) && took < Duration::from_secs(1),
+            "{took:?}"
+        );
         // The link is still fine.
-        assert!(nodes[0].fabric.call(2, Envelope::new(0, ECHO, Bytes::new())).await.is_ok());
+        assert!(nodes[0]
+            .fabric
+            .call(2, Envelope::new(0, ECHO, Bytes::new()))
+            .await
+            .is_ok());
         for n in nodes {
             n.fabric.shutdown().await;
         }
@@ -102,15 +152,28 @@ async fn set_blocked_partitions_and_heals() {
         a.set_blocked(2, true);
         assert!(a.is_blocked(2));
         let started = Instant::now();
-        assert_eq!(a.call(2, ping.clone()).await, Err(CallError::Unreachable(2)));
+        assert_eq!(
+            a.call(2, ping.clone()).await,
+            Err(CallError::Unreachable(2))
+        );
         assert_eq!(a.send(2, ping.clone()), Err(CallError::Unreachable(2)));
         // From node 2's side the stream to node 1 was closed: calls fail too.
-        assert_eq!(b.call(1, ping.clone()).await, Err(CallError::Unreachable(1)));
-        assert!(started.elapsed() < Duration::from_secs(2), "partition failed slowly: {:?}", started.elapsed());
+        assert_eq!(
+            b.call(1, ping.clone()).await,
+            Err(CallError::Unreachable(1))
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "partition failed slowly: {:?}",
+            started.elapsed()
+        );
         // While blocked, node 2 stays unable to reach node 1.
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!b.is_connected(1));
-        assert_eq!(b.call(1, ping.clone()).await, Err(CallError::Unreachable(1)));
+        assert_eq!(
+            b.call(1, ping.clone()).await,
+            Err(CallError::Unreachable(1))
+        );
         // Other links are untouched.
         assert!(a.call(3, ping.clone()).await.is_ok());
         assert!(c.call(2, ping.clone()).await.is_ok());
@@ -120,8 +183,14 @@ async fn set_blocked_partitions_and_heals() {
         a.set_blocked(2, false);
         assert!(a.wait_connected(2, Duration::from_secs(5)).await);
         assert!(b.wait_connected(1, Duration::from_secs(5)).await);
-        assert_eq!(a.call(2, ping.clone()).await.expect("healed a->b"), echo_answer(2, 1, &ping));
-        assert_eq!(b.call(1, ping.clone()).await.expect("healed b->a"), echo_answer(1, 2, &ping));
+        assert_eq!(
+            a.call(2, ping.clone()).await.expect("healed a->b"),
+            echo_answer(2, 1, &ping)
+        );
+        assert_eq!(
+            b.call(1, ping.clone()).await.expect("healed b->a"),
+            echo_answer(1, 2, &ping)
+        );
         for n in nodes {
             n.fabric.shutdown().await;
         }

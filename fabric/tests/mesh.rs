@@ -22,15 +22,22 @@ async fn calls_round_trip_both_ways() {
                 if from == to {
                     continue;
                 }
-                let env = Envelope::new(7, ECHO, Bytes::from_static(b"hello")).with_meta(Bytes::from_static(b"m"));
+                let env = Envelope::new(7, ECHO, Bytes::from_static(b"hello"))
+                    .with_meta(Bytes::from_static(b"m"));
                 let answer = a.fabric.call(to, env.clone()).await.expect("call");
                 assert_eq!(answer, echo_answer(to, from, &env));
-                let err = a.fabric.call(to, Envelope::new(1, FAIL, Bytes::new())).await;
+                let err = a
+                    .fabric
+                    .call(to, Envelope::new(1, FAIL, Bytes::new()))
+                    .await;
                 assert_eq!(err, Err(CallError::Remote("boom".into())));
             }
         }
         // Unknown peer: fails at once.
-        assert_eq!(nodes[0].fabric.call(99, Envelope::default()).await, Err(CallError::Unreachable(99)));
+        assert_eq!(
+            nodes[0].fabric.call(99, Envelope::default()).await,
+            Err(CallError::Unreachable(99))
+        );
         for n in nodes {
             n.fabric.shutdown().await;
         }
@@ -63,7 +70,10 @@ async fn ten_thousand_concurrent_calls_are_multiplexed_and_batched() {
         let batches = after.batches_sent - before.batches_sent;
         println!("node 1 sent {frames} frames in {batches} batches");
         assert_eq!(frames, 10_000);
-        assert!(batches < frames, "batching: {batches} batches for {frames} frames");
+        assert!(
+            batches < frames,
+            "batching: {batches} batches for {frames} frames"
+        );
         // The answers were batched too.
         let s2 = nodes[1].fabric.stats();
         assert!(s2.batches_sent < s2.frames_sent, "answers batched: {s2:?}");
@@ -134,13 +144,26 @@ async fn size_limits_are_enforced_on_both_sides() {
         .await;
         let (a, b) = (&nodes[0].fabric, &nodes[1].fabric);
         // Near the max: fine (node 2 -> node 1 and node 1 -> node 2).
-        let near = Envelope::new(1, ECHO, Bytes::from(vec![7u8; MAX - 100])).with_meta(Bytes::from_static(b"meta"));
+        let near = Envelope::new(1, ECHO, Bytes::from(vec![7u8; MAX - 100]))
+            .with_meta(Bytes::from_static(b"meta"));
         let answer = b.call(1, near.clone()).await.expect("near-max call");
         assert_eq!(answer, echo_answer(1, 2, &near));
         // Over the max: refused locally before sending.
         let over = Envelope::new(1, ECHO, Bytes::from(vec![0u8; MAX + 1]));
-        assert_eq!(b.call(1, over.clone()).await, Err(CallError::TooLarge { size: MAX + 1, max: MAX }));
-        assert_eq!(b.send(1, over.clone()), Err(CallError::TooLarge { size: MAX + 1, max: MAX }));
+        assert_eq!(
+            b.call(1, over.clone()).await,
+            Err(CallError::TooLarge {
+                size: MAX + 1,
+                max: MAX
+            })
+        );
+        assert_eq!(
+            b.send(1, over.clone()),
+            Err(CallError::TooLarge {
+                size: MAX + 1,
+                max: MAX
+            })
+        );
         // The misconfigured node 1 sends node 2 slightly too much: node 2's
         // per-frame check refuses it with an error answer.
         match a.call(2, over).await {
@@ -153,7 +176,10 @@ async fn size_limits_are_enforced_on_both_sides() {
         assert_eq!(a.call(2, huge).await, Err(CallError::Unreachable(2)));
         assert!(a.wait_connected(2, Duration::from_secs(5)).await);
         let small = Envelope::new(1, ECHO, Bytes::from_static(b"x"));
-        assert_eq!(a.call(2, small.clone()).await.expect("after recovery"), echo_answer(2, 1, &small));
+        assert_eq!(
+            a.call(2, small.clone()).await.expect("after recovery"),
+            echo_answer(2, 1, &small)
+        );
         for n in nodes {
             n.fabric.shutdown().await;
         }
@@ -167,9 +193,14 @@ async fn client_calls_a_node_and_wrong_cluster_is_refused() {
         let nodes = mesh(2, config).await;
         let addr = nodes[0].fabric.local_addr();
         // A client (node 0) calls node 1.
-        let client = Client::connect(addr, CLUSTER).await.expect("client connects");
+        let client = Client::connect(addr, CLUSTER)
+            .await
+            .expect("client connects");
         let env = Envelope::new(5, ECHO, Bytes::from_static(b"admin"));
-        assert_eq!(client.call(env.clone()).await.expect("client call"), echo_answer(1, 0, &env));
+        assert_eq!(
+            client.call(env.clone()).await.expect("client call"),
+            echo_answer(1, 0, &env)
+        );
         client.close().await;
         // A client with the wrong cluster name is refused.
         match Client::connect(addr, "other-cluster").await {
@@ -179,7 +210,10 @@ async fn client_calls_a_node_and_wrong_cluster_is_refused() {
         // Nobody listening: a connect error, promptly.
         let mut cfg = ClientConfig::new("127.0.0.1:1".parse().unwrap(), CLUSTER);
         cfg.connect_timeout = Duration::from_millis(500);
-        assert!(matches!(Client::connect_with(cfg).await, Err(FabricError::Connect(_))));
+        assert!(matches!(
+            Client::connect_with(cfg).await,
+            Err(FabricError::Connect(_))
+        ));
         // A node of another cluster is refused too, and can't call.
         let mut c = config(3);
         c.cluster_name = "other-cluster".into();
@@ -194,7 +228,10 @@ async fn client_calls_a_node_and_wrong_cluster_is_refused() {
         }
         assert!(matches!(state, Some(LinkState::Refused(_))), "{state:?}");
         assert!(nodes[0].fabric.stats().inbound_refused >= 2);
-        assert_eq!(stranger.fabric.call(1, Envelope::default()).await, Err(CallError::Unreachable(1)));
+        assert_eq!(
+            stranger.fabric.call(1, Envelope::default()).await,
+            Err(CallError::Unreachable(1))
+        );
         stranger.fabric.shutdown().await;
         for n in nodes {
             n.fabric.shutdown().await;

@@ -26,7 +26,12 @@ pub struct TestHandler {
 }
 
 impl TestHandler {
-    pub fn new(me: NodeId) -> (Arc<TestHandler>, mpsc::UnboundedReceiver<(NodeId, Envelope)>) {
+    pub fn new(
+        me: NodeId,
+    ) -> (
+        Arc<TestHandler>,
+        mpsc::UnboundedReceiver<(NodeId, Envelope)>,
+    ) {
         let (tx, rx) = mpsc::unbounded_channel();
         (Arc::new(TestHandler { me, messages: tx }), rx)
     }
@@ -43,7 +48,11 @@ pub fn echo_answer(me: NodeId, from: NodeId, envelope: &Envelope) -> Bytes {
 }
 
 impl Handler for TestHandler {
-    fn call(self: Arc<Self>, from: NodeId, envelope: Envelope) -> BoxFuture<'static, Result<Bytes, String>> {
+    fn call(
+        self: Arc<Self>,
+        from: NodeId,
+        envelope: Envelope,
+    ) -> BoxFuture<'static, Result<Bytes, String>> {
         Box::pin(async move {
             match envelope.kind {
                 FAIL => Err("boom".to_string()),
@@ -80,7 +89,11 @@ pub fn config(id: NodeId) -> FabricConfig {
 pub async fn start(config: FabricConfig) -> Node {
     let (handler, messages) = TestHandler::new(config.node_id);
     let fabric = Fabric::start(config, handler.clone()).await.expect("start");
-    Node { fabric, handler, messages }
+    Node {
+        fabric,
+        handler,
+        messages,
+    }
 }
 
 /// Starts nodes `1..=n` (each from `make(id)`) and connects each to all others.
@@ -89,7 +102,10 @@ pub async fn mesh(n: u64, make: impl Fn(NodeId) -> FabricConfig) -> Vec<Node> {
     for id in 1..=n {
         nodes.push(start(make(id)).await);
     }
-    let addrs: Vec<(NodeId, SocketAddr)> = nodes.iter().map(|n| (n.fabric.node_id(), n.fabric.local_addr())).collect();
+    let addrs: Vec<(NodeId, SocketAddr)> = nodes
+        .iter()
+        .map(|n| (n.fabric.node_id(), n.fabric.local_addr()))
+        .collect();
     for node in &nodes {
         for (id, addr) in &addrs {
             if *id != node.fabric.node_id() {
@@ -100,7 +116,13 @@ pub async fn mesh(n: u64, make: impl Fn(NodeId) -> FabricConfig) -> Vec<Node> {
     for node in &nodes {
         for (id, _) in &addrs {
             if *id != node.fabric.node_id() {
-                assert!(node.fabric.wait_connected(*id, Duration::from_secs(5)).await, "{} -> {id} connects", node.fabric.node_id());
+                assert!(
+                    node.fabric
+                        .wait_connected(*id, Duration::from_secs(5))
+                        .await,
+                    "{} -> {id} connects",
+                    node.fabric.node_id()
+                );
             }
         }
     }
@@ -109,5 +131,7 @@ pub async fn mesh(n: u64, make: impl Fn(NodeId) -> FabricConfig) -> Vec<Node> {
 
 /// Runs `f` with a deadline so a hang fails the test instead of stalling CI.
 pub async fn bounded<T>(secs: u64, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(secs), f).await.expect("test step timed out")
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .expect("test step timed out")
 }
