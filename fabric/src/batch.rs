@@ -1,6 +1,6 @@
 //! The batching writer shared by both directions of a stream: turns a bounded
 //! queue of frames into a stream of `Batch` messages, each holding everything
-//! queued at the moment the transport asked for more (up to the size limit).
+//! queued at the moment the transport asked for more (up to a soft size cap and the hard size limit).
 
 use std::sync::Arc;
 
@@ -10,6 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::proto::{Batch, Frame};
 use crate::stats::Counters;
+
+/// A batch stops taking more frames once it holds this many bytes, so a
+/// backlog is written in pieces the transport can start sending early
+/// instead of one huge message. (A single bigger frame still goes alone.)
+pub(crate) const SOFT_BATCH_BYTES: usize = 1024 * 1024;
 
 /// Writer state carried between polls.
 struct Writer {
@@ -52,7 +57,8 @@ pub(crate) fn batches(
         }
         let mut size = first.batch_size();
         let mut frames = vec![first];
-        while let Ok(frame) = w.rx.try_recv() {
+        while size < SOFT_BATCH_BYTES {
+            let Ok(frame) = w.rx.try_recv() else { break };
             let more = frame.batch_size();
             if size + more > w.max_batch_bytes {
                 w.held = Some(frame);

@@ -34,7 +34,7 @@ pub struct Fabric {
     shared: Arc<Shared>,
     local_addr: SocketAddr,
     peers: Mutex<BTreeMap<NodeId, Link>>,
-    server: Option<JoinHandle<()>>,
+    server: Mutex<Option<JoinHandle<()>>>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -103,7 +103,7 @@ impl Fabric {
             shared,
             local_addr,
             peers: Mutex::default(),
-            server: Some(server),
+            server: Mutex::new(Some(server)),
             runtime: tokio::runtime::Handle::current(),
         };
         for (id, addr) in config.peers {
@@ -274,19 +274,26 @@ impl Fabric {
     /// Closes every stream, stops the listener and waits (briefly) for the
     /// background tasks to finish. Outstanding calls fail with
     /// [`CallError::Closed`] (outbound) or lose their answer (inbound).
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
+        self.close().await;
+    }
+
+    /// [`Fabric::shutdown`] through a shared reference (for a fabric kept in
+    /// an `Arc`). Afterwards every call and send fails with
+    /// [`CallError::Closed`]; calling it again does nothing.
+    pub async fn close(&self) {
         self.shared.shutdown.cancel();
-        let links: Vec<_> = {
-            let mut peers = lock(&self.peers);
-            std::mem::take(&mut *peers).into_values().collect()
-        };
+        let links: Vec<_> = std::mem::take(&mut *lock(&self.peers))
+            .into_values()
+            .collect();
         for (peer, _) in &links {
             peer.stop();
         }
         for (_, task) in links {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, task).await;
         }
-        if let Some(mut server) = self.server.take() {
+        let server = lock(&self.server).take();
+        if let Some(mut server) = server {
             if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
                 .await
                 .is_err()
@@ -294,8 +301,8 @@ impl Fabric {
                 tracing::warn!("fabric server did not stop in time; aborting it");
                 server.abort();
             }
+            tracing::info!(node = self.node_id(), "fabric shut down");
         }
-        tracing::info!(node = self.node_id(), "fabric shut down");
     }
 }
 

@@ -198,6 +198,40 @@ async fn set_blocked_partitions_and_heals() {
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_can_be_removed_and_added_back() {
+    bounded(30, async {
+        let nodes = mesh(3, config).await;
+        let a = &nodes[0].fabric;
+        let ping = Envelope::new(0, ECHO, Bytes::from_static(b"p"));
+        let addr2 = nodes[1].fabric.local_addr();
+        assert_eq!(
+            a.peers().into_iter().collect::<Vec<_>>(),
+            vec![(2, addr2), (3, nodes[2].fabric.local_addr())]
+        );
+        a.remove_peer(2);
+        assert_eq!(a.peers().keys().copied().collect::<Vec<_>>(), vec![3]);
+        assert_eq!(
+            a.call(2, ping.clone()).await,
+            Err(CallError::Unreachable(2))
+        );
+        assert!(a.link_state(2).is_none());
+        a.add_peer(2, addr2);
+        assert!(a.wait_connected(2, Duration::from_secs(5)).await);
+        assert_eq!(
+            a.call(2, ping.clone()).await.expect("re-added"),
+            echo_answer(2, 1, &ping)
+        );
+        // close() through a shared reference: everything fails Closed after.
+        let shared = std::sync::Arc::new(nodes.into_iter().next().unwrap().fabric);
+        shared.close().await;
+        assert_eq!(shared.call(3, ping.clone()).await, Err(CallError::Closed));
+        assert_eq!(shared.send(3, ping), Err(CallError::Closed));
+        shared.close().await;
+    })
+    .await;
+}
+
 /// Listening address override for a restart on the same port.
 trait TapListen {
     fn tap_listen(self, addr: std::net::SocketAddr) -> Self;

@@ -74,6 +74,11 @@ async fn ten_thousand_concurrent_calls_are_multiplexed_and_batched() {
             batches < frames,
             "batching: {batches} batches for {frames} frames"
         );
+        // All of it went over the one stream per peer opened at start.
+        assert_eq!(
+            after.connects, 2,
+            "one outbound stream per peer, no redials"
+        );
         // The answers were batched too.
         let s2 = nodes[1].fabric.stats();
         assert!(s2.batches_sent < s2.frames_sent, "answers batched: {s2:?}");
