@@ -19,6 +19,35 @@
 //!
 //! Entry points: [`Fabric::start`] for a cluster node, [`Client::connect`] for
 //! a client-only connection (node id 0, e.g. an admin CLI).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use fabric::{BoxFuture, Bytes, Envelope, Fabric, FabricConfig, Handler, NodeId};
+//!
+//! struct Echo;
+//! impl Handler for Echo {
+//!     fn call(self: Arc<Self>, _from: NodeId, e: Envelope) -> BoxFuture<'static, Result<Bytes, String>> {
+//!         Box::pin(async move { Ok(e.payload) })
+//!     }
+//!     fn message(&self, _from: NodeId, _e: Envelope) {}
+//! }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = FabricConfig::new(1, "prod", "0.0.0.0:7000".parse()?)
+//!     .with_peer(2, "10.0.0.2:7000".parse()?);
+//! let fabric = Fabric::start(config, Arc::new(Echo)).await?;
+//! let answer = fabric.call(2, Envelope::new(42, 1, Bytes::from_static(b"hi"))).await?;
+//! fabric.send(2, Envelope::new(42, 2, answer))?;
+//! fabric.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Limits: no TLS and no authentication beyond the cluster name (the fabric
+//! is for a private network); a node does not reach itself through the
+//! fabric; one-way delivery is at most once (frames queued on a stream that
+//! breaks are lost) and a call that fails with `Unreachable` may or may not
+//! have run on the peer.
 
 #![warn(missing_docs)]
 

@@ -3,11 +3,12 @@
 //! sending answers back (batched) on the stream's response side.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
@@ -223,17 +224,28 @@ impl Reader {
                 continue;
             }
             match op {
-                Op::Message => self
-                    .shared
-                    .handler
-                    .message(self.from, frame.into_envelope()),
+                Op::Message => {
+                    let handler = &self.shared.handler;
+                    let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        handler.message(self.from, frame.into_envelope());
+                    }));
+                    if delivered.is_err() {
+                        tracing::error!(peer = self.from, "fabric: Handler::message panicked");
+                    }
+                }
                 Op::Call => {
                     let id = frame.id;
                     let handler = self.shared.handler.clone();
                     let from = self.from;
                     let answers = self.answers.clone();
                     tokio::spawn(async move {
-                        let mut result = handler.call(from, frame.into_envelope()).await;
+                        let call = AssertUnwindSafe(async move {
+                            handler.call(from, frame.into_envelope()).await
+                        });
+                        let mut result = call.catch_unwind().await.unwrap_or_else(|_| {
+                            tracing::error!(peer = from, "fabric: Handler::call panicked");
+                            Err("handler panicked".to_string())
+                        });
                         if let Ok(body) = &result {
                             if body.len() > max {
                                 result = Err(format!(

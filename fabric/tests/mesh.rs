@@ -244,3 +244,39 @@ async fn client_calls_a_node_and_wrong_cluster_is_refused() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_does_not_break_the_stream() {
+    bounded(30, async {
+        let mut nodes = mesh(2, config).await;
+        let a = &nodes[0].fabric;
+        assert_eq!(
+            a.call(2, Envelope::new(0, PANIC, Bytes::new())).await,
+            Err(CallError::Remote("handler panicked".into()))
+        );
+        a.send(2, Envelope::new(0, PANIC, Bytes::new()))
+            .expect("send");
+        a.send(2, Envelope::new(1, 9, Bytes::from_static(b"after")))
+            .expect("send");
+        let (from, env) = nodes[1]
+            .messages
+            .recv()
+            .await
+            .expect("message after the panic");
+        assert_eq!((from, env.payload), (1, Bytes::from_static(b"after")));
+        let ping = Envelope::new(0, ECHO, Bytes::from_static(b"p"));
+        assert_eq!(
+            nodes[0]
+                .fabric
+                .call(2, ping.clone())
+                .await
+                .expect("still up"),
+            echo_answer(2, 1, &ping)
+        );
+        assert_eq!(nodes[0].fabric.stats().connects, 1);
+        for n in nodes {
+            n.fabric.shutdown().await;
+        }
+    })
+    .await;
+}

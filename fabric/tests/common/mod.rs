@@ -17,6 +17,9 @@ pub const FAIL: u32 = 1;
 /// Kind of call that sleeps `channel` milliseconds, then echoes.
 pub const SLOW: u32 = 2;
 
+/// Kind of call or message whose handler panics.
+pub const PANIC: u32 = 3;
+
 pub const CLUSTER: &str = "test-cluster";
 
 /// A handler that echoes calls and records one-way messages.
@@ -56,6 +59,7 @@ impl Handler for TestHandler {
         Box::pin(async move {
             match envelope.kind {
                 FAIL => Err("boom".to_string()),
+                PANIC => panic!("test handler panics on purpose"),
                 SLOW => {
                     tokio::time::sleep(Duration::from_millis(envelope.channel)).await;
                     Ok(echo_answer(self.me, from, &envelope))
@@ -66,6 +70,7 @@ impl Handler for TestHandler {
     }
 
     fn message(&self, from: NodeId, envelope: Envelope) {
+        assert_ne!(envelope.kind, PANIC, "test handler panics on purpose");
         let _ = self.messages.send((from, envelope));
     }
 }
