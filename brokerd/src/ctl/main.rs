@@ -16,7 +16,11 @@ use clap::{Parser, Subcommand};
 
 /// The `ramqp-ctl` command line.
 #[derive(Debug, Parser)]
-#[command(name = "ramqp-ctl", version, about = "Inspect and operate a ramqp cluster")]
+#[command(
+    name = "ramqp-ctl",
+    version,
+    about = "Inspect and operate a ramqp cluster"
+)]
 struct Cli {
     /// Fabric address of the node to ask.
     #[arg(long, env = "RAMQP_CTL_FABRIC", default_value = "127.0.0.1:5682")]
