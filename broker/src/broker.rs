@@ -15,9 +15,9 @@ use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
 use crate::engine::{self, ConnectionContext};
-use crate::queue::Registry;
 use crate::forward::Forwarder;
 use crate::net::{kind, CallFuture, Envelope, LocalTransport, NodeHandler, NodeId, NodeTransport};
+use crate::queue::Registry;
 use crate::quorum::QuorumNode;
 
 /// Errors from starting or stopping a broker.

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use crate::broker::{Broker, BrokerError};
 use crate::config::BrokerConfig;
-use crate::queue::QueueAddress;
 use crate::net::{LocalTransport, NodeId, NodeTransport};
+use crate::queue::QueueAddress;
 
 /// A cluster of broker nodes in this process.
 pub struct Cluster {
@@ -83,15 +83,14 @@ impl Cluster {
             return Err(BrokerError::Config(format!("no node {id} in this cluster")));
         };
         let transport: Arc<dyn NodeTransport> = self.transport.clone();
-        let broker = match Broker::start_with_transport(config.clone(), Some(transport.clone()))
-            .await
-        {
-            Err(BrokerError::Bind { .. }) if config.listen.port() != 0 => {
-                config.listen.set_port(0);
-                Broker::start_with_transport(config.clone(), Some(transport)).await?
-            }
-            other => other?,
-        };
+        let broker =
+            match Broker::start_with_transport(config.clone(), Some(transport.clone())).await {
+                Err(BrokerError::Bind { .. }) if config.listen.port() != 0 => {
+                    config.listen.set_port(0);
+                    Broker::start_with_transport(config.clone(), Some(transport)).await?
+                }
+                other => other?,
+            };
         config.listen = broker.local_addr();
         self.running.insert(id, broker);
         Ok(())

@@ -46,9 +46,17 @@ async fn publish_through_a_follower_consume_through_the_other_exactly_once() {
     publish(cluster.addr(1).unwrap(), "fwd", &[]).await;
     let (_, f1, f2) = roles(&cluster, "fwd").await;
     let accepted = publish(cluster.addr(f1).unwrap(), "fwd", &texts(0..300)).await;
-    assert_eq!(accepted, texts(0..300), "every publish through a follower is accepted");
+    assert_eq!(
+        accepted,
+        texts(0..300),
+        "every publish through a follower is accepted"
+    );
     let received = consume(cluster.addr(f2).unwrap(), "fwd", 1000).await;
-    assert_eq!(received, texts(0..300), "each once, in order, through the other follower");
+    assert_eq!(
+        received,
+        texts(0..300),
+        "each once, in order, through the other follower"
+    );
     cluster.shutdown().await;
 }
 
@@ -87,7 +95,12 @@ async fn credit_and_drain_through_a_follower() {
     }
     // The drain used up the credit: a new message waits in the queue.
     publish(cluster.addr(f1).unwrap(), "credit", &["late".to_string()]).await;
-    expect_nothing(&mut rx, Duration::from_millis(500), "drain ended the credit").await;
+    expect_nothing(
+        &mut rx,
+        Duration::from_millis(500),
+        "drain ended the credit",
+    )
+    .await;
     step("credit 1", rx.set_credit(1)).await.unwrap();
     let (delivery, text) = recv_text(&mut rx).await;
     assert_eq!(text, "late");
@@ -106,7 +119,11 @@ async fn a_transient_queue_is_reachable_from_every_node() {
     let more = publish_to(via(2), "/queues/shared", &texts(10..20)).await;
     assert_eq!(declared.len() + more.len(), 20);
     let received = consume_from(via(3), "/queues/shared", 100).await;
-    assert_eq!(received, texts(0..20), "published on nodes 1 and 2, consumed on 3");
+    assert_eq!(
+        received,
+        texts(0..20),
+        "published on nodes 1 and 2, consumed on 3"
+    );
     cluster.shutdown().await;
 }
 
@@ -132,9 +149,12 @@ async fn publish_to(addr: SocketAddr, address: &str, texts: &[String]) -> Vec<St
 async fn consume_from(addr: SocketAddr, address: &str, n: usize) -> Vec<String> {
     let mut connection = open_at(addr, "rx").await;
     let mut session = begin_session(&mut connection).await;
-    let mut receiver = step("receiver attach", Receiver::attach(&mut session, "rx", address))
-        .await
-        .unwrap();
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::attach(&mut session, "rx", address),
+    )
+    .await
+    .unwrap();
     let mut got = Vec::new();
     while got.len() < n {
         let Ok(delivery) =
@@ -161,9 +181,12 @@ async fn keep_publishing(
 ) -> Result<Vec<String>, String> {
     let mut connection = open_at(addr, "steady-pub").await;
     let mut session = begin_session(&mut connection).await;
-    let mut sender = step("sender attach", Sender::attach(&mut session, "tx", "/quorum/steady"))
-        .await
-        .map_err(|e| format!("{e:?}"))?;
+    let mut sender = step(
+        "sender attach",
+        Sender::attach(&mut session, "tx", "/quorum/steady"),
+    )
+    .await
+    .map_err(|e| format!("{e:?}"))?;
     let mut accepted = Vec::new();
     let mut next = 0usize;
     while !stop.load(Ordering::Relaxed) {
@@ -228,7 +251,10 @@ async fn leader_stops_under_steady_clients(pick: fn(u64, u64) -> (u64, u64)) {
         stop.clone(),
         n_accepted.clone(),
     ));
-    let consumer = tokio::spawn(keep_consuming(cluster.addr(sub_node).unwrap(), stop.clone()));
+    let consumer = tokio::spawn(keep_consuming(
+        cluster.addr(sub_node).unwrap(),
+        stop.clone(),
+    ));
     eventually(Duration::from_secs(20), "publishing starts", || {
         n_accepted.load(Ordering::Relaxed) >= 50
     })
@@ -286,9 +312,12 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
 
     let mut connection = open_at(cluster.addr(minority).unwrap(), "minority").await;
     let mut session = begin_session(&mut connection).await;
-    let mut sender = step("sender attach", Sender::attach(&mut session, "tx", "/quorum/split"))
-        .await
-        .unwrap();
+    let mut sender = step(
+        "sender attach",
+        Sender::attach(&mut session, "tx", "/quorum/split"),
+    )
+    .await
+    .unwrap();
     for other in cluster.running().into_iter().filter(|n| *n != minority) {
         cluster.set_partitioned(minority, other, true);
     }
@@ -320,11 +349,15 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
     }
     // After the heal, publishing through the former minority node works.
     let mut after = Vec::new();
-    within(Duration::from_secs(30), "publishing after the heal", async {
-        while after.is_empty() {
-            after = publish(cluster.addr(minority).unwrap(), "split", &texts(100..110)).await;
-        }
-    })
+    within(
+        Duration::from_secs(30),
+        "publishing after the heal",
+        async {
+            while after.is_empty() {
+                after = publish(cluster.addr(minority).unwrap(), "split", &texts(100..110)).await;
+            }
+        },
+    )
     .await;
     accepted.extend(after);
     let received = consume(cluster.addr(leader).unwrap(), "split", 1000).await;

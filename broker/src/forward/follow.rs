@@ -49,7 +49,7 @@ impl RoutedQueue {
                     .send_to_server(node, &ToServer::Close { link }, Bytes::new());
             }
         }
-        for (_, confirm) in state.pending.drain() {
+        for (_, (_, confirm)) in state.pending.drain() {
             if let Some(confirm) = confirm {
                 confirm.sink.send(
                     confirm.tag,
@@ -208,6 +208,11 @@ impl RoutedQueue {
                 },
             );
         }
+        // Waiting publishers get credit now, and an error on their next
+        // publish (see `has_capacity`), rather than waiting forever.
+        for (sink, tag) in state.waiters.drain(..) {
+            sink.send(tag, QueueEventKind::Capacity);
+        }
         for held in state.backlog.drain(..) {
             if let Some(confirm) = held.confirm {
                 confirm.sink.send(
@@ -322,7 +327,11 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                     q.give_up();
                     gave_up = true;
                 }
-                let pause = if waited { SEARCH_PAUSE_SLOW } else { SEARCH_PAUSE };
+                let pause = if waited {
+                    SEARCH_PAUSE_SLOW
+                } else {
+                    SEARCH_PAUSE
+                };
                 drop(q);
                 tokio::time::sleep(pause).await;
             }
@@ -370,6 +379,7 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                         l.leader()
                     }
                 });
+                q.expire_pending(q.fwd.publish_timeout());
                 if local_view.is_some_and(|leader| leader != node) {
                     q.lose_target(&mut q.lock());
                 } else if q.in_use() {

@@ -93,6 +93,12 @@ impl Forwarder {
         Duration::from_millis(self.config.leader_wait_ms)
     }
 
+    /// How long a forwarded publish may wait for its outcome (a second
+    /// more than the leader's own commit time-out).
+    pub(crate) fn publish_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.publish_timeout_ms + 1000)
+    }
+
     /// The replicas of quorum queue `name` (the one lookup a metadata
     /// group will replace).
     pub(crate) fn replicas(&self, name: &str) -> Vec<NodeId> {
@@ -184,7 +190,10 @@ impl Forwarder {
             Request::Alive { links } => {
                 let known = self.links.lock().unwrap_or_else(|p| p.into_inner());
                 Reply::Dead {
-                    links: links.into_iter().filter(|l| !known.contains_key(l)).collect(),
+                    links: links
+                        .into_iter()
+                        .filter(|l| !known.contains_key(l))
+                        .collect(),
                 }
             }
         }

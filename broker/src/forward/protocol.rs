@@ -192,7 +192,9 @@ pub(crate) fn envelope<T: Serialize>(
     payload: Bytes,
 ) -> Envelope {
     // Encoding plain enums of integers and strings into a Vec cannot fail.
-    let meta = postcard::to_allocvec(meta).map(Bytes::from).unwrap_or_default();
+    let meta = postcard::to_allocvec(meta)
+        .map(Bytes::from)
+        .unwrap_or_default();
     Envelope {
         channel,
         kind,
@@ -213,5 +215,7 @@ pub(crate) fn request(request: &Request) -> Envelope {
 
 /// A reply's bytes.
 pub(crate) fn reply(reply: &Reply) -> Bytes {
-    postcard::to_allocvec(reply).map(Bytes::from).unwrap_or_default()
+    postcard::to_allocvec(reply)
+        .map(Bytes::from)
+        .unwrap_or_default()
 }

@@ -25,11 +25,11 @@ use super::protocol::{ToOrigin, ToServer};
 use super::Forwarder;
 use crate::codec::MessageView;
 use crate::net::NodeId;
-use crate::quorum::QuorumQueue;
 use crate::queue::{
     ConsumerId, Delivery, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
     QueueAddress, QueueError, QueueEventKind, QueueStats, Sink,
 };
+use crate::quorum::QuorumQueue;
 
 /// Where the queue is served from, as this node knows it now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pub(super) struct State {
     next_token: u64,
     /// Sent to the remote target, outcome not known yet (`None`: the
     /// client pre-settled it; it still counts against the window).
-    pub(super) pending: HashMap<u64, Option<PublishConfirm>>,
+    pub(super) pending: HashMap<u64, (Instant, Option<PublishConfirm>)>,
     /// Publishes taken while no leader was known, in order.
     pub(super) backlog: VecDeque<Held>,
     /// Publishers waiting for room.
@@ -209,7 +209,9 @@ impl RoutedQueue {
             state.backlog.push_back(held);
             return;
         }
-        state.pending.insert(held.token, held.confirm);
+        state
+            .pending
+            .insert(held.token, (Instant::now(), held.confirm));
         let publish = ToServer::Publish {
             link,
             token: held.token,
@@ -229,7 +231,7 @@ impl RoutedQueue {
                 if state.pub_link != Some(link) {
                     return; // an earlier target's: already released
                 }
-                if let Some(Some(confirm)) = state.pending.remove(&token) {
+                if let Some((_, Some(confirm))) = state.pending.remove(&token) {
                     confirm.sink.send(
                         confirm.tag,
                         QueueEventKind::Published {
@@ -297,9 +299,12 @@ impl RoutedQueue {
                     if (limit.wrapping_sub(*delivery_count) as i32) > 0 {
                         *delivery_count = limit;
                     }
-                    consumer
-                        .sink
-                        .send(consumer.tag, QueueEventKind::Drained { credit_limit: limit });
+                    consumer.sink.send(
+                        consumer.tag,
+                        QueueEventKind::Drained {
+                            credit_limit: limit,
+                        },
+                    );
                 }
             }
             ToOrigin::Closed { link, reason } => {
@@ -310,6 +315,34 @@ impl RoutedQueue {
                 }
             }
         }
+    }
+
+    /// Report `released` for publishes sent more than `limit` ago: bounded
+    /// waiting for a publisher whatever happens to the target. A late
+    /// `accepted` for one of them is ignored, so the worst case is a
+    /// duplicate when the client resends, never a false `accepted`.
+    pub(super) fn expire_pending(&self, limit: std::time::Duration) {
+        let mut state = self.lock();
+        let expired: Vec<u64> = state
+            .pending
+            .iter()
+            .filter(|(_, (sent, _))| sent.elapsed() > limit)
+            .map(|(token, _)| *token)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        tracing::debug!(queue = %self.address, n = expired.len(), "forwarded publishes timed out");
+        for token in expired {
+            if let Some((_, confirm)) = state.pending.remove(&token) {
+                report(confirm, Outcome::Released);
+            }
+        }
+        // Their late outcomes must not match a new publish: new link.
+        if let Some(link) = state.pub_link.take() {
+            self.fwd.forget_link(link);
+        }
+        self.wake_publishers(&mut state);
     }
 
     /// Links this queue holds at `node` now (for probes).
@@ -412,8 +445,16 @@ impl Queue for RoutedQueue {
             return local.has_capacity(sink, tag);
         }
         let room = Self::in_flight(&state) < self.window;
-        if room && !matches!(state.target, Target::Searching(_)) {
-            return true;
+        match state.target {
+            Target::Searching(since) if since.elapsed() > self.fwd.leader_wait() => {
+                // No leader in time: let the publisher send, so its next
+                // publish is refused with an error instead of waiting for
+                // credit forever.
+                return true;
+            }
+            Target::Searching(_) => {}
+            _ if room => return true,
+            _ => {}
         }
         if !state
             .waiters

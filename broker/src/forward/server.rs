@@ -23,8 +23,8 @@ use super::Forwarder;
 use crate::codec::MessageView;
 use crate::net::{kind, NodeId, NodeTransport, TransportError};
 use crate::queue::{
-    ConsumerId, Message, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress,
-    QueueEvent, QueueEventKind, Sink,
+    ConsumerId, Message, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress, QueueEvent,
+    QueueEventKind, Sink,
 };
 
 /// How often an origin's links are audited.
@@ -91,7 +91,11 @@ impl Server {
         registry.local_queue(&address)
     }
 
-    fn link_queue(&self, origin: NodeId, link: u64) -> Option<(Arc<dyn Queue>, Option<ConsumerId>)> {
+    fn link_queue(
+        &self,
+        origin: NodeId,
+        link: u64,
+    ) -> Option<(Arc<dyn Queue>, Option<ConsumerId>)> {
         self.links
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -115,10 +119,13 @@ impl Server {
         match message {
             ToServer::Publisher { link, address } => match self.resolve(&address) {
                 Ok(queue) => {
-                    self.links
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert((origin, link), ServerLink { queue, consumer: None });
+                    self.links.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                        (origin, link),
+                        ServerLink {
+                            queue,
+                            consumer: None,
+                        },
+                    );
                 }
                 Err(reason) => Self::closed(&sink, link, reason),
             },
@@ -171,9 +178,12 @@ impl Server {
                 }
             }
             ToServer::Subscribe { link, address } => {
-                let subscribed = self
-                    .resolve(&address)
-                    .and_then(|q| Ok((q.subscribe(sink.clone(), link).map_err(|e| e.to_string())?, q)));
+                let subscribed = self.resolve(&address).and_then(|q| {
+                    Ok((
+                        q.subscribe(sink.clone(), link).map_err(|e| e.to_string())?,
+                        q,
+                    ))
+                });
                 match subscribed {
                     Ok((consumer, queue)) => {
                         self.links.lock().unwrap_or_else(|p| p.into_inner()).insert(
@@ -240,7 +250,11 @@ impl Server {
             .map(|(_, l)| *l)
             .collect();
         if !links.is_empty() {
-            tracing::info!(origin, n = links.len(), "dropping the links of an unreachable node");
+            tracing::info!(
+                origin,
+                n = links.len(),
+                "dropping the links of an unreachable node"
+            );
         }
         for link in links {
             self.close(origin, link);
@@ -335,8 +349,8 @@ impl Server {
         let Some(fwd) = self.fwd.upgrade() else {
             return Ok(());
         };
-        let reply = tokio::time::timeout(AUDIT_INTERVAL, fwd.call(origin, &Request::Alive { links }))
-            .await;
+        let reply =
+            tokio::time::timeout(AUDIT_INTERVAL, fwd.call(origin, &Request::Alive { links })).await;
         match reply {
             Ok(Ok(Reply::Dead { links })) => {
                 for link in links {

@@ -61,12 +61,7 @@ impl NodeTransport for LocalTransport {
         }
     }
 
-    fn send(
-        &self,
-        from: NodeId,
-        target: NodeId,
-        envelope: Envelope,
-    ) -> Result<(), TransportError> {
+    fn send(&self, from: NodeId, target: NodeId, envelope: Envelope) -> Result<(), TransportError> {
         // No lock of ours is held while the handler runs.
         let handler = self
             .reach(from, target)

@@ -94,8 +94,7 @@ pub trait NodeTransport: Send + Sync + 'static {
     /// Send `envelope` from `from` to `target` and await the answer.
     fn call(&self, from: NodeId, target: NodeId, envelope: Envelope) -> CallFuture;
     /// Send one-way, ordered per (from, target); never blocks.
-    fn send(&self, from: NodeId, target: NodeId, envelope: Envelope)
-        -> Result<(), TransportError>;
+    fn send(&self, from: NodeId, target: NodeId, envelope: Envelope) -> Result<(), TransportError>;
     /// Make `node` reachable through `handler` (held weakly: a stopped
     /// node's handler is dropped with it).
     fn register(&self, node: NodeId, handler: Weak<dyn NodeHandler>);

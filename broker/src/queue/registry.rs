@@ -133,8 +133,7 @@ impl Registry {
             }
             return Ok(());
         }
-        let unavailable =
-            |e: String| RegistryError::QuorumUnavailable(address.to_string(), e);
+        let unavailable = |e: String| RegistryError::QuorumUnavailable(address.to_string(), e);
         let Some(quorum) = &self.quorum else {
             return Err(unavailable("this node has no quorum store".into()));
         };
@@ -150,7 +149,10 @@ impl Registry {
             }
             let replica = quorum.replicas(address.name()).contains(&quorum.node_id());
             match (&self.forwarder, replica) {
-                (Some(forwarder), false) => forwarder.create_remote(address).await.map_err(unavailable)?,
+                (Some(forwarder), false) => forwarder
+                    .create_remote(address)
+                    .await
+                    .map_err(unavailable)?,
                 _ => {
                     quorum
                         .ensure(address.name())

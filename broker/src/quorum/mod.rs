@@ -16,12 +16,12 @@ mod state_machine;
 mod transport;
 mod types;
 
-pub use node::{QuorumError, QuorumNode};
-pub(crate) use node::{cluster_members, replicas_of};
-pub use queue::QuorumQueue;
 pub use crate::net::{
     CallFuture, Envelope, LocalTransport, NodeHandler, NodeTransport, TransportError,
 };
+pub(crate) use node::{cluster_members, replicas_of};
+pub use node::{QuorumError, QuorumNode};
+pub use queue::QuorumQueue;
 pub use transport::RpcKind;
 pub use types::{
     group_id, Applied, Command, GroupId, NodeId, QueueRaft, QueueRaftHandle, SettleKind,

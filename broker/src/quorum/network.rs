@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::transport::RpcKind;
-use crate::net::{Envelope, NodeTransport, TransportError};
 use super::types::{GroupId, NodeId, QueueRaft};
+use crate::net::{Envelope, NodeTransport, TransportError};
 
 /// Creates connections to the other members of one group.
 pub(crate) struct GroupNetwork {

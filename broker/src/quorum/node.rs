@@ -19,9 +19,9 @@ use super::network::GroupNetwork;
 use super::queue::QuorumQueue;
 use super::state_machine::{QueueStateMachine, Shared};
 use super::transport::RpcKind;
-use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use super::types::{group_id, GroupId, NodeId, QueueRaft};
 use crate::config::QuorumConfig;
+use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::queue::{Queue, QueueAddress, QueueKind};
 
 /// Errors opening or creating quorum queues.

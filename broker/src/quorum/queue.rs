@@ -371,7 +371,9 @@ impl QuorumQueue {
     }
 
     /// A watch of the group's Raft metrics (leadership changes).
-    pub(crate) fn metrics(&self) -> tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, openraft::BasicNode>> {
+    pub(crate) fn metrics(
+        &self,
+    ) -> tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, openraft::BasicNode>> {
         self.raft.metrics()
     }
 

@@ -88,7 +88,10 @@ pub async fn consume(addr: std::net::SocketAddr, queue: &str, n: usize) -> Vec<S
 
 /// The checker: accepted texts never received (lost) and how many
 /// deliveries repeated an earlier one (duplicates).
-pub fn check_delivered<'a>(accepted: &'a [String], received: &[String]) -> (Vec<&'a String>, usize) {
+pub fn check_delivered<'a>(
+    accepted: &'a [String],
+    received: &[String],
+) -> (Vec<&'a String>, usize) {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for text in received {
         *seen.entry(text).or_default() += 1;
@@ -104,4 +107,3 @@ pub fn check_delivered<'a>(accepted: &'a [String], received: &[String]) -> (Vec<
 pub fn texts(range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("m-{i}")).collect()
 }
-
