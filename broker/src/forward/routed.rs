@@ -316,57 +316,6 @@ impl RoutedQueue {
             }
         }
     }
-
-    /// Report `released` for publishes sent more than `limit` ago: bounded
-    /// waiting for a publisher whatever happens to the target. A late
-    /// `accepted` for one of them is ignored, so the worst case is a
-    /// duplicate when the client resends, never a false `accepted`.
-    pub(super) fn expire_pending(&self, limit: std::time::Duration) {
-        let mut state = self.lock();
-        let expired: Vec<u64> = state
-            .pending
-            .iter()
-            .filter(|(_, (sent, _))| sent.elapsed() > limit)
-            .map(|(token, _)| *token)
-            .collect();
-        if expired.is_empty() {
-            return;
-        }
-        tracing::debug!(queue = %self.address, n = expired.len(), "forwarded publishes timed out");
-        for token in expired {
-            if let Some((_, confirm)) = state.pending.remove(&token) {
-                report(confirm, Outcome::Released);
-            }
-        }
-        // Their late outcomes must not match a new publish: new link.
-        if let Some(link) = state.pub_link.take() {
-            self.fwd.forget_link(link);
-        }
-        self.wake_publishers(&mut state);
-    }
-
-    /// Links this queue holds at `node` now (for probes).
-    pub(super) fn links_at(&self, state: &State, node: NodeId) -> Vec<u64> {
-        let mut links: Vec<u64> = state
-            .consumers
-            .values()
-            .filter_map(|c| match c.at {
-                At::Remote { node: n, link, .. } if n == node => Some(link),
-                _ => None,
-            })
-            .collect();
-        links.extend(state.pub_link);
-        links
-    }
-
-    /// Whether the queue has links or publishes that need a live target.
-    pub(super) fn in_use(&self) -> bool {
-        let state = self.lock();
-        !state.consumers.is_empty()
-            || !state.pending.is_empty()
-            || !state.backlog.is_empty()
-            || state.pub_link.is_some()
-    }
 }
 
 fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
@@ -376,7 +325,7 @@ fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
         .find(|c| matches!(c.at, At::Remote { link: l, .. } if l == link))
 }
 
-fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
+pub(super) fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
     if let Some(confirm) = confirm {
         confirm.sink.send(
             confirm.tag,
