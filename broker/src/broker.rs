@@ -15,8 +15,10 @@ use tokio::task::JoinSet;
 
 use crate::config::BrokerConfig;
 use crate::engine::{self, ConnectionContext};
+use crate::forward::Forwarder;
+use crate::net::{kind, CallFuture, Envelope, LocalTransport, NodeHandler, NodeId, NodeTransport};
 use crate::queue::Registry;
-use crate::quorum::{LocalTransport, QuorumNode, RpcHandler};
+use crate::quorum::QuorumNode;
 
 /// Errors from starting or stopping a broker.
 #[derive(Debug, thiserror::Error)]
@@ -69,8 +71,30 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     accept_task: tokio::task::JoinHandle<()>,
     quorum: Arc<QuorumNode>,
-    transport: Arc<LocalTransport>,
+    transport: Arc<dyn NodeTransport>,
+    /// Registered (weakly) with the transport; kept alive here.
+    _handler: Arc<NodeDispatcher>,
     node_id: u64,
+}
+
+/// The node's one transport handler: Raft envelopes go to the quorum node,
+/// forwarding envelopes to the forwarder.
+struct NodeDispatcher {
+    quorum: Arc<QuorumNode>,
+    forwarder: Arc<Forwarder>,
+}
+
+impl NodeHandler for NodeDispatcher {
+    fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture {
+        match envelope.kind {
+            kind::FORWARD_CALL => self.forwarder.clone().handle(from, envelope),
+            _ => self.quorum.clone().handle_rpc(envelope),
+        }
+    }
+
+    fn message(&self, from: NodeId, envelope: Envelope) {
+        self.forwarder.message(from, envelope);
+    }
 }
 
 /// How long a graceful shutdown waits for connections to finish closing.
@@ -83,11 +107,12 @@ impl Broker {
         Self::start_with_transport(config, None).await
     }
 
-    /// Start a node that reaches the other nodes of its cluster through an
-    /// in-process transport (for embedded clusters; see [`crate::Cluster`]).
+    /// Start a node that reaches the other nodes of its cluster through
+    /// `transport` (the in-process one of [`crate::Cluster`], or the
+    /// fabric); `None` for a node on its own.
     pub async fn start_with_transport(
         config: BrokerConfig,
-        transport: Option<Arc<LocalTransport>>,
+        transport: Option<Arc<dyn NodeTransport>>,
     ) -> Result<Broker, BrokerError> {
         validate(&config)?;
         let data_dir = match &config.data_dir {
@@ -119,13 +144,26 @@ impl Broker {
             addr: config.listen,
             source,
         })?;
-        let transport = transport.unwrap_or_default();
+        let transport: Arc<dyn NodeTransport> = match transport {
+            Some(transport) => transport,
+            None => LocalTransport::new(),
+        };
         let quorum = QuorumNode::open(data_dir.path(), transport.clone(), config.quorum.clone())
             .await
             .map_err(BrokerError::Quorum)?;
-        let handler: Arc<dyn RpcHandler> = quorum.clone();
-        transport.register(config.quorum.node_id, Arc::downgrade(&handler));
-        let registry = Arc::new(Registry::new(config.queues.clone(), Some(quorum.clone())));
+        let forwarder = Forwarder::new(transport.clone(), config.quorum.clone(), quorum.clone());
+        let registry = Arc::new(Registry::with_forwarding(
+            config.queues.clone(),
+            Some(quorum.clone()),
+            Some(forwarder.clone()),
+        ));
+        forwarder.set_registry(&registry);
+        let handler = Arc::new(NodeDispatcher {
+            quorum: quorum.clone(),
+            forwarder,
+        });
+        let weak: std::sync::Weak<dyn NodeHandler> = Arc::downgrade(&handler) as _;
+        transport.register(config.quorum.node_id, weak);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let container_id = config
             .container_id
@@ -147,6 +185,7 @@ impl Broker {
             accept_task,
             quorum,
             transport,
+            _handler: handler,
             node_id: config.quorum.node_id,
         })
     }

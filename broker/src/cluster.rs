@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use crate::broker::{Broker, BrokerError};
 use crate::config::BrokerConfig;
+use crate::net::{LocalTransport, NodeId, NodeTransport};
 use crate::queue::QueueAddress;
-use crate::quorum::{LocalTransport, NodeId};
 
 /// A cluster of broker nodes in this process.
 pub struct Cluster {
@@ -82,24 +82,21 @@ impl Cluster {
         let Some(config) = self.configs.get_mut(&id) else {
             return Err(BrokerError::Config(format!("no node {id} in this cluster")));
         };
-        let broker = match Broker::start_with_transport(
-            config.clone(),
-            Some(self.transport.clone()),
-        )
-        .await
-        {
-            Err(BrokerError::Bind { .. }) if config.listen.port() != 0 => {
-                config.listen.set_port(0);
-                Broker::start_with_transport(config.clone(), Some(self.transport.clone())).await?
-            }
-            other => other?,
-        };
+        let transport: Arc<dyn NodeTransport> = self.transport.clone();
+        let broker =
+            match Broker::start_with_transport(config.clone(), Some(transport.clone())).await {
+                Err(BrokerError::Bind { .. }) if config.listen.port() != 0 => {
+                    config.listen.set_port(0);
+                    Broker::start_with_transport(config.clone(), Some(transport)).await?
+                }
+                other => other?,
+            };
         config.listen = broker.local_addr();
         self.running.insert(id, broker);
         Ok(())
     }
 
-    /// Cut (or heal) the Raft link between two nodes.
+    /// Cut (or heal) the link between two nodes (Raft and forwarding).
     pub fn set_partitioned(&self, a: NodeId, b: NodeId, cut: bool) {
         self.transport.set_cut(a, b, cut);
     }

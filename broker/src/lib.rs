@@ -6,12 +6,14 @@
 pub mod admin;
 pub mod codec;
 pub mod config;
+pub mod net;
 pub mod queue;
 pub mod quorum;
 
 mod broker;
 mod cluster;
 mod engine;
+mod forward;
 
 pub use broker::{Broker, BrokerError};
 pub use cluster::Cluster;

@@ -62,6 +62,16 @@ impl Consumer {
     }
 }
 
+/// A consumer removed by [`Dispatcher::clear`].
+#[derive(Debug)]
+pub(crate) struct ClearedConsumer {
+    pub(crate) id: ConsumerId,
+    pub(crate) sink: Sink,
+    pub(crate) tag: u64,
+    pub(crate) delivery_count: u32,
+    pub(crate) credit_limit: u32,
+}
+
 /// What a settlement did to the message.
 #[derive(Debug)]
 pub(crate) enum Settled {
@@ -130,19 +140,33 @@ impl Dispatcher {
     }
 
     /// Drop every message and consumer (a quorum queue's leader stepping
-    /// down); returns the consumers' sinks and tags so they can be told.
-    pub(crate) fn clear(&mut self) -> Vec<(Sink, u64)> {
+    /// down); returns each consumer with its sink, tag, delivery-count
+    /// and credit limit, so it can be told or handed to the new leader.
+    pub(crate) fn clear(&mut self) -> Vec<ClearedConsumer> {
         self.ready.clear();
         self.returned.clear();
         self.out.clear();
         self.waiting.clear();
         self.consumers
             .drain()
-            .map(|(_, c)| (c.sink, c.tag))
+            .map(|(id, c)| ClearedConsumer {
+                id,
+                sink: c.sink,
+                tag: c.tag,
+                delivery_count: c.delivery_count,
+                credit_limit: c.credit_limit,
+            })
             .collect()
     }
 
     pub(crate) fn subscribe(&mut self, sink: Sink, tag: u64) -> ConsumerId {
+        self.subscribe_at(sink, tag, 0)
+    }
+
+    /// Add a consumer whose link has already counted `delivery_count`
+    /// deliveries (one that moves here from another leader); its credit
+    /// comes with the next [`Dispatcher::flow`].
+    pub(crate) fn subscribe_at(&mut self, sink: Sink, tag: u64, delivery_count: u32) -> ConsumerId {
         let id = ConsumerId(self.next_consumer);
         self.next_consumer += 1;
         self.consumers.insert(
@@ -150,12 +174,19 @@ impl Dispatcher {
             Consumer {
                 sink,
                 tag,
-                delivery_count: 0,
-                credit_limit: 0,
+                delivery_count,
+                credit_limit: delivery_count,
                 waiting: false,
             },
         );
         id
+    }
+
+    /// A consumer's delivery-count and credit limit.
+    pub(crate) fn consumer_position(&self, consumer: ConsumerId) -> Option<(u32, u32)> {
+        self.consumers
+            .get(&consumer)
+            .map(|c| (c.delivery_count, c.credit_limit))
     }
 
     /// Set a consumer's credit limit; with `drain`, push what is there and

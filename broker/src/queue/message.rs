@@ -21,6 +21,15 @@ pub struct Message {
 }
 
 impl Message {
+    /// A message with no bytes (a placeholder where one was consumed).
+    pub fn empty() -> Message {
+        Message {
+            bytes: bytes::Bytes::new(),
+            header: None,
+            header_len: 0,
+        }
+    }
+
     /// Body size used for queue byte limits.
     pub fn len(&self) -> usize {
         self.bytes.len()

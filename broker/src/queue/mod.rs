@@ -21,7 +21,7 @@ pub use sink::{QueueEvent, QueueEventKind, Sink};
 pub use transient::TransientQueue;
 
 /// What a consumer decided about a delivery (messaging 3.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Outcome {
     /// Processed: remove the message.
     Accepted,

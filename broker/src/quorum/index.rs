@@ -68,6 +68,11 @@ impl MessageIndex {
         Some(stored)
     }
 
+    /// Whether message `id` is live.
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        self.messages.contains_key(&id)
+    }
+
     pub(crate) fn settle(&mut self, id: u64, kind: SettleKind) {
         match kind {
             SettleKind::Remove => {

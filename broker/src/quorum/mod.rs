@@ -5,7 +5,8 @@
 //!
 //! Architecture invariant: this module reaches disk only through
 //! `store_redb` (the log) and its own snapshot files, and other nodes only
-//! through a [`RaftTransport`]; it knows nothing of gRPC or redb tables.
+//! through a [`crate::net::NodeTransport`]; it knows nothing of gRPC or
+//! redb tables.
 
 mod index;
 mod network;
@@ -15,11 +16,13 @@ mod state_machine;
 mod transport;
 mod types;
 
+pub use crate::net::{
+    CallFuture, Envelope, LocalTransport, NodeHandler, NodeTransport, TransportError,
+};
+pub(crate) use node::{cluster_members, replicas_of};
 pub use node::{QuorumError, QuorumNode};
 pub use queue::QuorumQueue;
-pub use transport::{
-    LocalTransport, RaftTransport, RpcEnvelope, RpcFuture, RpcHandler, RpcKind, TransportError,
-};
+pub use transport::RpcKind;
 pub use types::{
     group_id, Applied, Command, GroupId, NodeId, QueueRaft, QueueRaftHandle, SettleKind,
 };

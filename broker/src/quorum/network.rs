@@ -1,5 +1,5 @@
 //! openraft's network traits for a quorum queue's group, over any
-//! [`RaftTransport`]: requests and responses are serialized with postcard,
+//! [`NodeTransport`]: requests and responses are serialized with postcard,
 //! so the in-process transport exercises the same bytes the fabric carries.
 
 use std::sync::Arc;
@@ -17,12 +17,13 @@ use openraft::BasicNode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::transport::{RaftTransport, RpcEnvelope, RpcKind, TransportError};
+use super::transport::RpcKind;
 use super::types::{GroupId, NodeId, QueueRaft};
+use crate::net::{Envelope, NodeTransport, TransportError};
 
 /// Creates connections to the other members of one group.
 pub(crate) struct GroupNetwork {
-    pub(crate) transport: Arc<dyn RaftTransport>,
+    pub(crate) transport: Arc<dyn NodeTransport>,
     pub(crate) node_id: NodeId,
     pub(crate) group: GroupId,
     pub(crate) queue: String,
@@ -30,7 +31,7 @@ pub(crate) struct GroupNetwork {
 
 /// One group's connection to one peer.
 pub(crate) struct GroupConnection {
-    transport: Arc<dyn RaftTransport>,
+    transport: Arc<dyn NodeTransport>,
     node_id: NodeId,
     target: NodeId,
     group: GroupId,
@@ -68,10 +69,10 @@ impl GroupConnection {
     {
         let payload = postcard::to_allocvec(request)
             .map_err(|e| RPCError::Network(NetworkError::new(&CodecFailure(e.to_string()))))?;
-        let envelope = RpcEnvelope {
-            group: self.group,
-            queue: self.queue.clone(),
-            kind,
+        let envelope = Envelope {
+            channel: self.group,
+            kind: kind.code(),
+            meta: Bytes::copy_from_slice(self.queue.as_bytes()),
             payload: Bytes::from(payload),
         };
         let reply = self
@@ -80,7 +81,9 @@ impl GroupConnection {
             .await
             .map_err(|e| match e {
                 TransportError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
-                TransportError::Remote { .. } => RPCError::Network(NetworkError::new(&e)),
+                TransportError::Backpressure(_) | TransportError::Remote { .. } => {
+                    RPCError::Network(NetworkError::new(&e))
+                }
             })?;
         let result: Result<Resp, RaftError<NodeId, E>> = postcard::from_bytes(&reply)
             .map_err(|e| RPCError::Network(NetworkError::new(&CodecFailure(e.to_string()))))?;

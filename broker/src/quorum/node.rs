@@ -18,11 +18,10 @@ use tokio::sync::OnceCell;
 use super::network::GroupNetwork;
 use super::queue::QuorumQueue;
 use super::state_machine::{QueueStateMachine, Shared};
-use super::transport::{
-    RaftTransport, RpcEnvelope, RpcFuture, RpcHandler, RpcKind, TransportError,
-};
+use super::transport::RpcKind;
 use super::types::{group_id, GroupId, NodeId, QueueRaft};
 use crate::config::QuorumConfig;
+use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::queue::{Queue, QueueAddress, QueueKind};
 
 /// Errors opening or creating quorum queues.
@@ -46,7 +45,7 @@ pub enum QuorumError {
     #[error("{0}: no leader elected within {1:?}")]
     NoLeader(String, Duration),
     /// This node holds no replica of the queue (replication factor below
-    /// the cluster size); it cannot serve it before forwarding exists.
+    /// the cluster size); clients reach it through forwarding.
     #[error("{0} has no replica on node {1}")]
     NotReplica(String, NodeId),
     /// Two queue names hash to the same group id.
@@ -61,7 +60,7 @@ pub struct QuorumNode {
     node_id: NodeId,
     dir: PathBuf,
     store: LogStore,
-    transport: Arc<dyn RaftTransport>,
+    transport: Arc<dyn NodeTransport>,
     config: QuorumConfig,
     raft_config: Arc<openraft::Config>,
     groups: Mutex<HashMap<GroupId, GroupCell>>,
@@ -75,7 +74,7 @@ impl QuorumNode {
     /// group found there.
     pub async fn open(
         data_dir: &Path,
-        transport: Arc<dyn RaftTransport>,
+        transport: Arc<dyn NodeTransport>,
         config: QuorumConfig,
     ) -> Result<Arc<QuorumNode>, QuorumError> {
         let dir = data_dir.join("quorum");
@@ -214,17 +213,15 @@ impl QuorumNode {
     /// create it at once initialize it identically (openraft allows that;
     /// different member sets would split the group).
     fn members_for(&self, group: GroupId) -> BTreeMap<NodeId, BasicNode> {
-        let mut all = self.config.members.clone();
-        if !all.contains(&self.node_id) {
-            all.push(self.node_id);
-        }
-        all.sort_unstable();
-        all.dedup();
-        let start = (group % all.len() as u64) as usize;
-        let n = self.config.replication_factor.clamp(1, all.len());
-        (0..n)
-            .map(|i| (all[(start + i) % all.len()], BasicNode::default()))
+        replicas_of(&self.config, group)
+            .into_iter()
+            .map(|id| (id, BasicNode::default()))
             .collect()
+    }
+
+    /// The nodes that hold a replica of `name` (see [`replicas_of`]).
+    pub fn replicas(&self, name: &str) -> Vec<NodeId> {
+        replicas_of(&self.config, group_id(name))
     }
 
     async fn open_group(
@@ -325,25 +322,27 @@ impl QuorumNode {
         }
     }
 
-    async fn serve_rpc(self: Arc<Self>, envelope: RpcEnvelope) -> Result<Bytes, TransportError> {
+    async fn serve_rpc(self: Arc<Self>, envelope: Envelope) -> Result<Bytes, TransportError> {
         let remote = |message: String| TransportError::Remote {
             node: self.node_id,
             message,
         };
-        if group_id(&envelope.queue) != envelope.group {
-            return Err(remote(format!(
-                "group id does not match queue {}",
-                envelope.queue
-            )));
+        let name = std::str::from_utf8(&envelope.meta)
+            .map_err(|_| remote("queue name is not UTF-8".into()))?;
+        if group_id(name) != envelope.channel {
+            return Err(remote(format!("group id does not match queue {name}")));
         }
+        let Some(kind) = RpcKind::from_code(envelope.kind) else {
+            return Err(remote(format!("not a Raft RPC: kind {}", envelope.kind)));
+        };
         let queue = self
-            .ensure_open(&envelope.queue, false)
+            .ensure_open(name, false)
             .await
             .map_err(|e| remote(e.to_string()))?;
         let raft = &queue.raft;
         let payload = &envelope.payload;
         let decode = |e: postcard::Error| remote(format!("bad request: {e}"));
-        let reply = match envelope.kind {
+        let reply = match kind {
             RpcKind::AppendEntries => encode(
                 &raft
                     .append_entries(postcard::from_bytes(payload).map_err(decode)?)
@@ -362,6 +361,29 @@ impl QuorumNode {
         };
         reply.map_err(remote)
     }
+}
+
+/// The members of a group: `replication_factor` nodes of the cluster in
+/// ring order from a place chosen by the group id. The one place that
+/// decides where a queue's replicas are (a metadata group will replace
+/// this deterministic choice later).
+pub(crate) fn replicas_of(config: &QuorumConfig, group: GroupId) -> Vec<NodeId> {
+    let all = cluster_members(config);
+    let start = (group % all.len() as u64) as usize;
+    let n = config.replication_factor.clamp(1, all.len());
+    (0..n).map(|i| all[(start + i) % all.len()]).collect()
+}
+
+/// Every node of the cluster, sorted (this node alone when `members` is
+/// empty).
+pub(crate) fn cluster_members(config: &QuorumConfig) -> Vec<NodeId> {
+    let mut all = config.members.clone();
+    if !all.contains(&config.node_id) {
+        all.push(config.node_id);
+    }
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 /// How long a restarting node waits for its previous incarnation in this
@@ -391,8 +413,9 @@ fn encode<T: Serialize>(value: &T) -> Result<Bytes, String> {
         .map_err(|e| format!("cannot encode reply: {e}"))
 }
 
-impl RpcHandler for QuorumNode {
-    fn handle(self: Arc<Self>, _from: NodeId, envelope: RpcEnvelope) -> RpcFuture {
+impl QuorumNode {
+    /// Answer one Raft RPC envelope (routed here by the node dispatcher).
+    pub fn handle_rpc(self: Arc<Self>, envelope: Envelope) -> CallFuture {
         Box::pin(self.serve_rpc(envelope))
     }
 }

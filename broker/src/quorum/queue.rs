@@ -121,8 +121,11 @@ fn leads(raft: &QueueRaftHandle, node_id: NodeId) -> bool {
 
 /// Switch the queue to leading or not: a node that becomes leader builds
 /// its dispatcher from the replicated index; one that stops leading drops
-/// it and detaches its consumers (they reconnect to the new leader).
-/// Idempotent; called by the watcher and before serving a link.
+/// it. Its routed consumers (links of this node's clients) are parked for
+/// their routed queue to move to the new leader; the others (consumers of
+/// forwarded links) are told `Closed`, which the forwarding server ships
+/// back to their node, where they follow the leader the same way.
+/// Idempotent; called by the watchers and before serving a link.
 fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
     let mut inner = shared.lock();
     if leading && !inner.leading {
@@ -144,9 +147,16 @@ fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
         tracing::info!(%queue, node_id, "leading");
     } else if !leading && inner.leading {
         inner.leading = false;
-        for (sink, tag) in inner.dispatcher.clear() {
-            sink.send(
-                tag,
+        for consumer in inner.dispatcher.clear() {
+            if inner.routed.remove(&consumer.id) {
+                inner.orphans.insert(
+                    consumer.id,
+                    (consumer.delivery_count, consumer.credit_limit),
+                );
+                continue;
+            }
+            consumer.sink.send(
+                consumer.tag,
                 QueueEventKind::Closed {
                     condition: condition::DETACH_FORCED,
                     description: format!("{queue}: leadership moved away from this node"),
@@ -337,6 +347,88 @@ impl QuorumQueue {
     }
 }
 
+/// What [`QuorumQueue::try_publish`] hands back when this node does not
+/// lead: the message and its confirm, to be sent where the leader is.
+pub(crate) type Unpublished = (QueueError, Message, Option<PublishConfirm>);
+
+impl QuorumQueue {
+    /// Bring the leading flag up to date with the Raft metrics now, rather
+    /// than when the watcher task gets to run; returns whether this node
+    /// leads.
+    pub(crate) fn sync_leadership(&self) -> bool {
+        set_leading(
+            &self.shared,
+            leads(&self.raft, self.node_id),
+            self.node_id,
+            &self.address.to_string(),
+        );
+        self.shared.lock().leading
+    }
+
+    /// Whether this node leads (as last synced).
+    pub(crate) fn is_leading(&self) -> bool {
+        self.shared.lock().leading
+    }
+
+    /// A watch of the group's Raft metrics (leadership changes).
+    pub(crate) fn metrics(
+        &self,
+    ) -> tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, openraft::BasicNode>> {
+        self.raft.metrics()
+    }
+
+    /// Publish, or hand the message and its confirm back untouched when
+    /// this node does not lead, so the caller can send it to the leader.
+    pub(crate) fn try_publish(
+        &self,
+        message: Message,
+        confirm: Option<PublishConfirm>,
+    ) -> Result<PublishStatus, Unpublished> {
+        if !self.shared.lock().leading && !self.sync_leadership() {
+            return Err((self.not_leader(), message, confirm));
+        }
+        self.publish(message, confirm)
+            .map_err(|e| (e, Message::empty(), None))
+    }
+
+    /// Add the consumer of a routed link (a client of this node), starting
+    /// at the link's delivery-count and credit limit. Unlike a plain
+    /// consumer it is parked, not closed, when this node stops leading.
+    pub(crate) fn subscribe_routed(
+        &self,
+        sink: Sink,
+        tag: u64,
+        delivery_count: u32,
+        credit_limit: u32,
+        drain: bool,
+    ) -> Result<ConsumerId, QueueError> {
+        let mut inner = self.shared.lock();
+        if !inner.leading {
+            drop(inner);
+            return Err(self.not_leader());
+        }
+        let id = inner.dispatcher.subscribe_at(sink, tag, delivery_count);
+        inner.routed.insert(id);
+        inner.dispatcher.flow(id, credit_limit, drain);
+        Ok(id)
+    }
+
+    /// Take a routed consumer out of this queue, wherever it is (parked
+    /// after a step-down, or still served here): its delivery-count and
+    /// credit limit, so it can be moved to another leader. Its unsettled
+    /// messages return to the queue.
+    pub(crate) fn release_routed(&self, consumer: ConsumerId) -> Option<(u32, u32)> {
+        let mut inner = self.shared.lock();
+        if let Some(position) = inner.orphans.remove(&consumer) {
+            return Some(position);
+        }
+        inner.routed.remove(&consumer);
+        let position = inner.dispatcher.consumer_position(consumer)?;
+        inner.dispatcher.unsubscribe(consumer);
+        Some(position)
+    }
+}
+
 impl Queue for QuorumQueue {
     fn address(&self) -> &QueueAddress {
         &self.address
@@ -426,6 +518,18 @@ impl Queue for QuorumQueue {
                     ..
                 },
             ) => SettleKind::Failed,
+            (Settled::Unknown, Outcome::Accepted | Outcome::Rejected) => {
+                // Delivered by an earlier leader (the link followed the
+                // leadership here) or by another consumer: ids are
+                // replicated, so settle it by id rather than deliver it
+                // again. Redelivery stays possible, loss does not.
+                let mut inner = self.shared.lock();
+                if !inner.leading || !inner.index.contains(message) {
+                    return;
+                }
+                inner.dispatcher.remove(message);
+                SettleKind::Remove
+            }
             _ => return,
         };
         let _ = self.settles.send(SettleMsg::Settle(message, kind));
@@ -436,7 +540,10 @@ impl Queue for QuorumQueue {
     }
 
     fn unsubscribe(&self, consumer: ConsumerId) {
-        self.shared.lock().dispatcher.unsubscribe(consumer);
+        let mut inner = self.shared.lock();
+        inner.routed.remove(&consumer);
+        inner.orphans.remove(&consumer);
+        inner.dispatcher.unsubscribe(consumer);
     }
 
     fn stats(&self) -> QueueStats {

@@ -6,6 +6,7 @@
 // openraft's StorageError is large; it is openraft's type to return.
 #![allow(clippy::result_large_err)]
 
+use std::collections::{HashMap, HashSet};
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,6 +20,7 @@ use openraft::{
 use super::index::MessageIndex;
 use super::types::{message_id, Applied, Command, NodeId, QueueRaft, SettleKind};
 use crate::queue::dispatch::{Dispatcher, Entry as QueueEntry};
+use crate::queue::ConsumerId;
 
 /// State shared by the state machine (apply) and the queue (consumers).
 #[derive(Default)]
@@ -29,6 +31,12 @@ pub(crate) struct Inner {
     /// Whether this node leads the group: only then is `dispatcher` used.
     pub(crate) leading: bool,
     pub(crate) dispatcher: Dispatcher,
+    /// Consumers of routed links (see `QuorumQueue::subscribe_routed`):
+    /// when this node stops leading they are not closed but parked in
+    /// `orphans` for their routed queue to move to the new leader.
+    pub(crate) routed: HashSet<ConsumerId>,
+    /// Parked routed consumers: delivery-count and credit limit.
+    pub(crate) orphans: HashMap<ConsumerId, (u32, u32)>,
     /// Snapshots built so far by this node (for unique snapshot ids).
     n_snapshots: u64,
 }

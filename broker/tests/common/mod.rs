@@ -11,6 +11,7 @@
 mod embedded;
 mod fe2o3;
 mod frames;
+mod quorum;
 mod raw;
 mod wait;
 
@@ -21,6 +22,8 @@ pub use embedded::*;
 pub use fe2o3::*;
 #[allow(unused_imports)]
 pub use frames::*;
+#[allow(unused_imports)]
+pub use quorum::*;
 #[allow(unused_imports)]
 pub use raw::*;
 #[allow(unused_imports)]

@@ -1,0 +1,442 @@
+//! Following the leader: each [`RoutedQueue`] has one task that finds
+//! where its queue is served (the local Raft metrics, else asking the
+//! replicas), watches that target (local leadership changes, a periodic
+//! probe of a remote target), and moves every link when it changes:
+//!
+//! - consumers are re-subscribed at the new target with their current
+//!   delivery-count, credit limit and drain; accepted/rejected settlements
+//!   made meanwhile are sent on by message id (ids are replicated);
+//! - publishes sent to the old target whose outcome is unknown are
+//!   reported `released` (never a false `accepted`; the client resends);
+//!   publishes taken while searching are sent to the new target;
+//! - only when no leader is found within `quorum.leader_wait_ms` are the
+//!   consumers closed and further publishes refused.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::protocol::{Reply, Request, ToServer};
+use super::routed::{report, At, RoutedQueue, State, Target};
+use crate::codec::definitions::condition;
+use crate::net::NodeId;
+use crate::queue::{ConsumerId, Outcome, Queue, QueueEventKind};
+
+/// How often a remote target in use is probed (is it still the leader,
+/// does it still know our links).
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Pause between attempts to find a leader.
+const SEARCH_PAUSE: Duration = Duration::from_millis(100);
+/// Pause between attempts once the leader wait has run out.
+const SEARCH_PAUSE_SLOW: Duration = Duration::from_millis(500);
+/// Bound on one control call.
+const CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// Wake-up period of a local target's watch (cheap; catches anything the
+/// metrics watch missed).
+const LOCAL_RECHECK: Duration = Duration::from_secs(1);
+
+impl RoutedQueue {
+    /// Report `released` for publishes sent more than `limit` ago: bounded
+    /// waiting for a publisher whatever happens to the target. A late
+    /// `accepted` for one of them is ignored, so the worst case is a
+    /// duplicate when the client resends, never a false `accepted`.
+    pub(super) fn expire_pending(&self, limit: std::time::Duration) {
+        let mut state = self.lock();
+        let expired: Vec<u64> = state
+            .pending
+            .iter()
+            .filter(|(_, (sent, _))| sent.elapsed() > limit)
+            .map(|(token, _)| *token)
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        tracing::debug!(queue = %self.address, n = expired.len(), "forwarded publishes timed out");
+        for token in expired {
+            if let Some((_, confirm)) = state.pending.remove(&token) {
+                report(confirm, Outcome::Released);
+            }
+        }
+        // Their late outcomes must not match a new publish: new link.
+        if let Some(link) = state.pub_link.take() {
+            self.fwd.forget_link(link);
+        }
+        self.wake_publishers(&mut state);
+    }
+
+    /// Links this queue holds at `node` now (for probes).
+    pub(super) fn links_at(&self, state: &State, node: NodeId) -> Vec<u64> {
+        let mut links: Vec<u64> = state
+            .consumers
+            .values()
+            .filter_map(|c| match c.at {
+                At::Remote { node: n, link, .. } if n == node => Some(link),
+                _ => None,
+            })
+            .collect();
+        links.extend(state.pub_link);
+        links
+    }
+
+    /// Whether the queue has links or publishes that need a live target.
+    pub(super) fn in_use(&self) -> bool {
+        let state = self.lock();
+        !state.consumers.is_empty()
+            || !state.pending.is_empty()
+            || !state.backlog.is_empty()
+            || state.pub_link.is_some()
+    }
+
+    /// Move every link to `target` (see the module documentation). The
+    /// caller holds the state lock.
+    pub(super) fn retarget(&self, state: &mut State, target: Target) {
+        let old = state.target;
+        if let Some(link) = state.pub_link.take() {
+            self.fwd.forget_link(link);
+            if let Target::Remote(node) = old {
+                let _ = self
+                    .fwd
+                    .send_to_server(node, &ToServer::Close { link }, Bytes::new());
+            }
+        }
+        for (_, (_, confirm)) in state.pending.drain() {
+            if let Some(confirm) = confirm {
+                confirm.sink.send(
+                    confirm.tag,
+                    QueueEventKind::Published {
+                        token: confirm.token,
+                        outcome: Outcome::Released,
+                    },
+                );
+            }
+        }
+        for consumer in state.consumers.values_mut() {
+            let delivery_count = match consumer.at {
+                At::Local(id) => self
+                    .local()
+                    .and_then(|l| l.release_routed(id))
+                    .map_or(consumer.credit_limit, |(count, _)| count),
+                At::Remote {
+                    node,
+                    link,
+                    delivery_count,
+                    ..
+                } => {
+                    self.fwd.forget_link(link);
+                    // Best effort: a dead node's links die with it, and a
+                    // live one audits ours.
+                    let _ = self
+                        .fwd
+                        .send_to_server(node, &ToServer::Close { link }, Bytes::new());
+                    delivery_count
+                }
+                At::Nowhere { delivery_count } => delivery_count,
+            };
+            consumer.at = At::Nowhere { delivery_count };
+        }
+        state.target = target;
+        if matches!(target, Target::Searching(_)) {
+            return;
+        }
+        tracing::debug!(queue = %self.address, ?old, ?target, "following the leader");
+        let ids: Vec<ConsumerId> = state.consumers.keys().copied().collect();
+        for id in ids {
+            if state.target != target {
+                return; // a send failed: searching again
+            }
+            self.attach(state, id);
+        }
+        while state.target == target {
+            let Some(held) = state.backlog.pop_front() else {
+                break;
+            };
+            match target {
+                Target::Local => {
+                    let Some(local) = self.local() else { break };
+                    if let Err((_, message, confirm)) =
+                        local.try_publish(held.message, held.confirm)
+                    {
+                        state.backlog.push_front(super::routed::Held {
+                            token: held.token,
+                            message,
+                            confirm,
+                        });
+                        self.lose_target(state);
+                    }
+                }
+                Target::Remote(node) => self.publish_remote(state, node, held),
+                Target::Searching(_) => break,
+            }
+        }
+        self.wake_publishers(state);
+    }
+
+    /// Attach one (detached) consumer at the current target.
+    pub(super) fn attach(&self, state: &mut State, id: ConsumerId) {
+        let target = state.target;
+        let Some(consumer) = state.consumers.get_mut(&id) else {
+            return;
+        };
+        let At::Nowhere { delivery_count } = consumer.at else {
+            return;
+        };
+        match target {
+            Target::Local => {
+                let Some(local) = self.local() else {
+                    return self.lose_target(state);
+                };
+                match local.subscribe_routed(
+                    consumer.sink.clone(),
+                    consumer.tag,
+                    delivery_count,
+                    consumer.credit_limit,
+                    consumer.drain,
+                ) {
+                    Ok(local_id) => {
+                        consumer.at = At::Local(local_id);
+                        for (message, outcome) in consumer.held_settles.drain(..) {
+                            local.settle(local_id, message, outcome);
+                        }
+                    }
+                    Err(_) => self.lose_target(state),
+                }
+            }
+            Target::Remote(node) => {
+                let link = self.fwd.new_link(&self.weak);
+                consumer.at = At::Remote {
+                    node,
+                    link,
+                    base: delivery_count,
+                    delivery_count,
+                };
+                let held: Vec<_> = consumer.held_settles.drain(..).collect();
+                let flow = ToServer::Flow {
+                    link,
+                    credit_limit: consumer.credit_limit.wrapping_sub(delivery_count),
+                    drain: consumer.drain,
+                };
+                let subscribe = ToServer::Subscribe {
+                    link,
+                    address: self.address.to_string(),
+                };
+                self.send(state, node, &subscribe, Bytes::new());
+                for (message, outcome) in held {
+                    let settle = ToServer::Settle {
+                        link,
+                        message,
+                        outcome,
+                    };
+                    self.send(state, node, &settle, Bytes::new());
+                }
+                self.send(state, node, &flow, Bytes::new());
+            }
+            Target::Searching(_) => {}
+        }
+    }
+
+    /// A search found `target`: move there unless something else did.
+    fn found(&self, target: Target) -> bool {
+        let mut state = self.lock();
+        if !matches!(state.target, Target::Searching(_)) {
+            return false;
+        }
+        self.retarget(&mut state, target);
+        true
+    }
+
+    /// No leader within the wait: close the consumers (the engine detaches
+    /// them) and release the publishes held for a leader.
+    fn give_up(&self) {
+        let mut state = self.lock();
+        tracing::info!(queue = %self.address, "no leader found in time; closing its links");
+        for (_, consumer) in state.consumers.drain() {
+            consumer.sink.send(
+                consumer.tag,
+                QueueEventKind::Closed {
+                    condition: condition::DETACH_FORCED,
+                    description: format!("{}: no leader found in time", self.address),
+                },
+            );
+        }
+        // Waiting publishers get credit now, and an error on their next
+        // publish (see `has_capacity`), rather than waiting forever.
+        for (sink, tag) in state.waiters.drain(..) {
+            sink.send(tag, QueueEventKind::Capacity);
+        }
+        for held in state.backlog.drain(..) {
+            if let Some(confirm) = held.confirm {
+                confirm.sink.send(
+                    confirm.tag,
+                    QueueEventKind::Published {
+                        token: confirm.token,
+                        outcome: Outcome::Released,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Where the queue is served now, if that can be found out.
+    async fn locate(&self) -> Option<Target> {
+        let me = self.fwd.node_id;
+        let mut candidates: Vec<NodeId> = Vec::new();
+        if let Some(owner) = self.owner {
+            candidates.push(owner);
+        } else {
+            if let Some(local) = self.local_or_open() {
+                if local.sync_leadership() {
+                    return Some(Target::Local);
+                }
+                candidates.extend(local.leader());
+            }
+            candidates.extend(self.fwd.replicas(self.address.name()));
+        }
+        let mut tried = Vec::new();
+        while let Some(node) = candidates.first().copied() {
+            candidates.remove(0);
+            if node == me || tried.contains(&node) {
+                continue;
+            }
+            tried.push(node);
+            match self.probe(node, Vec::new()).await {
+                Some(Reply::Probed { serves: true, .. }) => return Some(Target::Remote(node)),
+                Some(Reply::Probed {
+                    leader: Some(leader),
+                    ..
+                }) => candidates.insert(0, leader),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The local replica, opened since this queue was made if need be.
+    fn local_or_open(&self) -> Option<&Arc<crate::quorum::QuorumQueue>> {
+        if self.local().is_none() {
+            if let Some(queue) = self.fwd.quorum.get(&self.address) {
+                let _ = self.local.set(queue);
+            }
+        }
+        self.local()
+    }
+
+    async fn probe(&self, node: NodeId, links: Vec<u64>) -> Option<Reply> {
+        let request = Request::Probe {
+            address: self.address.to_string(),
+            links,
+        };
+        tokio::time::timeout(CALL_TIMEOUT, self.fwd.call(node, &request))
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// Check a remote target: still serving, still knowing our links?
+    async fn check_remote(&self, node: NodeId) {
+        let links = self.links_at(&self.lock(), node);
+        let reply = self.probe(node, links).await;
+        let mut state = self.lock();
+        if state.target != Target::Remote(node) {
+            return;
+        }
+        match reply {
+            Some(Reply::Probed {
+                serves: true,
+                unknown,
+                ..
+            }) => {
+                if !unknown.is_empty() {
+                    // It dropped links of ours (a partition healed): give
+                    // them fresh ones there.
+                    tracing::debug!(queue = %self.address, node, "re-attaching dropped links");
+                    self.retarget(&mut state, Target::Remote(node));
+                }
+            }
+            _ => self.lose_target(&mut state),
+        }
+    }
+}
+
+/// The follower task of one routed queue; ends when the queue is dropped.
+pub(super) async fn follow(queue: Weak<RoutedQueue>) {
+    let mut gave_up = false;
+    loop {
+        let Some(q) = queue.upgrade() else {
+            return;
+        };
+        let target = q.target();
+        match target {
+            Target::Searching(since) => {
+                let found = q.locate().await;
+                if found.is_some_and(|found| q.found(found)) {
+                    gave_up = false;
+                    continue;
+                }
+                let waited = since.elapsed() > q.fwd.leader_wait();
+                if waited && !gave_up {
+                    q.give_up();
+                    gave_up = true;
+                }
+                let pause = if waited {
+                    SEARCH_PAUSE_SLOW
+                } else {
+                    SEARCH_PAUSE
+                };
+                drop(q);
+                tokio::time::sleep(pause).await;
+            }
+            Target::Local => {
+                let Some(local) = q.local().cloned() else {
+                    q.lose_target(&mut q.lock());
+                    continue;
+                };
+                let mut metrics = local.metrics();
+                metrics.borrow_and_update();
+                if local.sync_leadership() {
+                    tokio::select! {
+                        _ = metrics.changed() => {}
+                        _ = q.kick.notified() => {}
+                        _ = tokio::time::sleep(LOCAL_RECHECK) => {}
+                    }
+                }
+                if !local.sync_leadership() {
+                    q.lose_target(&mut q.lock());
+                }
+            }
+            Target::Remote(node) => {
+                let metrics = q.local_or_open().map(|l| l.metrics());
+                let leader_moved = async {
+                    match metrics {
+                        Some(mut m) => {
+                            m.borrow_and_update();
+                            let _ = m.changed().await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                };
+                tokio::select! {
+                    _ = leader_moved => {}
+                    _ = q.kick.notified() => {}
+                    _ = tokio::time::sleep(PROBE_INTERVAL) => {}
+                }
+                if q.target() != Target::Remote(node) {
+                    continue;
+                }
+                let local_view = q.local().and_then(|l| {
+                    if l.sync_leadership() {
+                        Some(q.fwd.node_id)
+                    } else {
+                        l.leader()
+                    }
+                });
+                q.expire_pending(q.fwd.publish_timeout());
+                if local_view.is_some_and(|leader| leader != node) {
+                    q.lose_target(&mut q.lock());
+                } else if q.in_use() {
+                    q.check_remote(node).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Forwarding of client traffic between nodes: a client attached to any
+//! node publishes to and consumes from any queue of the cluster. The
+//! engine never learns about nodes; it sees one [`crate::queue::Queue`]:
+//!
+//! - `routed.rs`: [`RoutedQueue`], the queue on the client's node; local
+//!   fast path when this node leads, else proxies over the transport;
+//! - `follow.rs`: finding the leader and moving links when it changes;
+//! - `server.rs`: the serving side, running forwarded links against the
+//!   local queue and shipping their events back;
+//! - `protocol.rs`: the postcard messages in the envelopes.
+//!
+//! Where a queue lives: a quorum queue on its replicas (led by its Raft
+//! leader); a transient queue on one *owner* node chosen from its name
+//! over the cluster members ([`Forwarder::owner_of`]).
+
+mod follow;
+mod protocol;
+mod routed;
+mod server;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub(crate) use routed::{RoutedQueue, Target};
+
+use crate::config::QuorumConfig;
+use crate::net::{kind, CallFuture, Envelope, NodeId, NodeTransport, TransportError};
+use crate::queue::{QueueAddress, Registry};
+use crate::quorum::{group_id, QuorumNode};
+use protocol::{Reply, Request, ToOrigin, ToServer};
+
+/// Why forwarding could not do something.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ForwardError {
+    /// The node transport failed.
+    #[error("{0}")]
+    Transport(#[from] TransportError),
+    /// A message could not be decoded.
+    #[error("{0}")]
+    Decode(#[from] protocol::DecodeError),
+}
+
+/// This node's forwarding: the origin side's link table and the server.
+pub(crate) struct Forwarder {
+    pub(crate) node_id: NodeId,
+    transport: Arc<dyn NodeTransport>,
+    pub(crate) config: QuorumConfig,
+    pub(crate) quorum: Arc<QuorumNode>,
+    registry: OnceLock<Weak<Registry>>,
+    /// Link ids: unique per incarnation (seeded from the clock).
+    next_link: AtomicU64,
+    /// Origin side: which routed queue owns each link id.
+    links: Mutex<HashMap<u64, Weak<RoutedQueue>>>,
+    server: Arc<server::Server>,
+}
+
+impl Forwarder {
+    /// Forwarding for node `config.node_id` over `transport`.
+    pub(crate) fn new(
+        transport: Arc<dyn NodeTransport>,
+        config: QuorumConfig,
+        quorum: Arc<QuorumNode>,
+    ) -> Arc<Forwarder> {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        Arc::new_cyclic(|weak: &Weak<Forwarder>| Forwarder {
+            node_id: config.node_id,
+            server: server::Server::new(config.node_id, transport.clone(), weak.clone()),
+            transport,
+            config,
+            quorum,
+            registry: OnceLock::new(),
+            next_link: AtomicU64::new(seed),
+            links: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Connect the registry (made after the forwarder).
+    pub(crate) fn set_registry(&self, registry: &Arc<Registry>) {
+        let _ = self.registry.set(Arc::downgrade(registry));
+    }
+
+    pub(crate) fn registry(&self) -> Option<Arc<Registry>> {
+        self.registry.get().and_then(Weak::upgrade)
+    }
+
+    pub(crate) fn leader_wait(&self) -> Duration {
+        Duration::from_millis(self.config.leader_wait_ms)
+    }
+
+    /// How long a forwarded publish may wait for its outcome (a second
+    /// more than the leader's own commit time-out).
+    pub(crate) fn publish_timeout(&self) -> Duration {
+        Duration::from_millis(self.config.publish_timeout_ms + 1000)
+    }
+
+    /// The replicas of quorum queue `name` (the one lookup a metadata
+    /// group will replace).
+    pub(crate) fn replicas(&self, name: &str) -> Vec<NodeId> {
+        crate::quorum::replicas_of(&self.config, group_id(name))
+    }
+
+    /// The node that owns transient queue `name`: one of the cluster's
+    /// members chosen by the name's hash, the same on every node (this
+    /// node alone in a single-node setup).
+    pub(crate) fn owner_of(&self, name: &str) -> NodeId {
+        let members = crate::quorum::cluster_members(&self.config);
+        members[(group_id(name) % members.len() as u64) as usize]
+    }
+
+    fn new_link(&self, queue: &Weak<RoutedQueue>) -> u64 {
+        let link = self.next_link.fetch_add(1, Ordering::Relaxed);
+        self.links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(link, queue.clone());
+        link
+    }
+
+    fn forget_link(&self, link: u64) {
+        self.links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&link);
+    }
+
+    fn send_to_server(
+        &self,
+        node: NodeId,
+        message: &ToServer,
+        payload: Bytes,
+    ) -> Result<(), TransportError> {
+        let envelope = protocol::envelope(kind::FORWARD_TO_SERVER, 0, message, payload);
+        self.transport.send(self.node_id, node, envelope)
+    }
+
+    async fn call(&self, node: NodeId, request: &Request) -> Result<Reply, ForwardError> {
+        let answer = self
+            .transport
+            .call(self.node_id, node, protocol::request(request))
+            .await?;
+        Ok(protocol::decode(&answer)?)
+    }
+
+    /// Make sure quorum queue `name` exists when this node holds no replica
+    /// of it: ask its replicas, in turn, to create it.
+    pub(crate) async fn create_remote(&self, address: &QueueAddress) -> Result<(), String> {
+        let request = Request::Locate {
+            address: address.to_string(),
+            create: true,
+        };
+        let mut last = String::from("no replica answered");
+        for node in self.replicas(address.name()) {
+            match tokio::time::timeout(self.leader_wait(), self.call(node, &request)).await {
+                Ok(Ok(Reply::Located { .. })) => return Ok(()),
+                Ok(Ok(Reply::Failed(e))) => last = e,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => last = e.to_string(),
+                Err(_) => last = format!("node {node} did not answer in time"),
+            }
+        }
+        Err(last)
+    }
+
+    /// Answer a forwarding `call`.
+    async fn answer(self: Arc<Self>, from: NodeId, envelope: Envelope) -> Reply {
+        let request: Request = match protocol::decode(&envelope.meta) {
+            Ok(request) => request,
+            Err(e) => return Reply::Failed(e.to_string()),
+        };
+        match request {
+            Request::Locate { address, create } => {
+                let Ok(address) = QueueAddress::parse(&address) else {
+                    return Reply::Failed(format!("bad address {address}"));
+                };
+                if create {
+                    if let Err(e) = self.quorum.ensure(address.name()).await {
+                        return Reply::Failed(e.to_string());
+                    }
+                }
+                let node = self.quorum.get(&address).and_then(|q| q.leader());
+                Reply::Located { node }
+            }
+            Request::Probe { address, links } => self.server.probe(from, &address, links),
+            Request::Alive { links } => {
+                let known = self.links.lock().unwrap_or_else(|p| p.into_inner());
+                Reply::Dead {
+                    links: links
+                        .into_iter()
+                        .filter(|l| !known.contains_key(l))
+                        .collect(),
+                }
+            }
+        }
+    }
+
+    /// Take a forwarding `send`.
+    pub(crate) fn message(&self, from: NodeId, envelope: Envelope) {
+        match envelope.kind {
+            kind::FORWARD_TO_SERVER => match protocol::decode::<ToServer>(&envelope.meta) {
+                Ok(message) => self.server.on_message(from, message, envelope.payload),
+                Err(error) => tracing::warn!(from, %error, "dropped forwarding message"),
+            },
+            kind::FORWARD_TO_ORIGIN => match protocol::decode::<ToOrigin>(&envelope.meta) {
+                Ok(message) => {
+                    let queue = self
+                        .links
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&message.link())
+                        .and_then(Weak::upgrade);
+                    // Unknown: a link that moved on; what it carried
+                    // returns to the queue when the server drops the link.
+                    if let Some(queue) = queue {
+                        queue.on_origin(message, envelope.payload);
+                    }
+                }
+                Err(error) => tracing::warn!(from, %error, "dropped forwarding message"),
+            },
+            other => tracing::warn!(from, kind = other, "unknown envelope kind"),
+        }
+    }
+
+    /// Answer a forwarding `call` envelope.
+    pub(crate) fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture {
+        Box::pin(async move { Ok(protocol::reply(&self.answer(from, envelope).await)) })
+    }
+}

@@ -1,0 +1,221 @@
+//! The forwarding messages, postcard-encoded into an envelope's `meta`.
+//! Message bytes travel in the envelope's `payload` exactly as the client
+//! sent them (never re-encoded); the receiving node only re-scans the
+//! header.
+//!
+//! Link ids are chosen by the client's node (the *origin*) and are unique
+//! per origin incarnation, so the serving node keys its links by
+//! (origin, link) and a restarted origin never collides with its past.
+
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::net::{kind, Envelope, NodeId};
+use crate::queue::Outcome;
+
+/// Requests by `call` (kind [`kind::FORWARD_CALL`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum Request {
+    /// Which node leads (quorum) or owns (transient) this queue, as the
+    /// asked node knows it; with `create`, a replica creates the quorum
+    /// queue's group first (asked by non-replica nodes).
+    Locate {
+        /// The queue's address.
+        address: String,
+        /// Create the quorum queue if it does not exist.
+        create: bool,
+    },
+    /// The origin asks whether the serving node still serves `address` and
+    /// still knows these links (after a partition it may have dropped them).
+    Probe {
+        /// The queue's address.
+        address: String,
+        /// The origin's links to it.
+        links: Vec<u64>,
+    },
+    /// The serving node asks the origin which of these links still exist
+    /// (a link whose close was lost, or an origin that restarted).
+    Alive {
+        /// Links the serving node holds for the origin.
+        links: Vec<u64>,
+    },
+}
+
+/// Answers to [`Request`]s.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum Reply {
+    /// Answer to `Locate`.
+    Located {
+        /// The leader or owner, if known.
+        node: Option<NodeId>,
+    },
+    /// Answer to `Probe`.
+    Probed {
+        /// Whether the asked node serves the queue now.
+        serves: bool,
+        /// Who leads, if the asked node knows.
+        leader: Option<NodeId>,
+        /// Links the asked node does not know.
+        unknown: Vec<u64>,
+    },
+    /// Answer to `Alive`: the links that are gone.
+    Dead {
+        /// Links the origin no longer has.
+        links: Vec<u64>,
+    },
+    /// The request could not be served.
+    Failed(String),
+}
+
+/// Link traffic from the origin to the serving node (kind
+/// [`kind::FORWARD_TO_SERVER`]), ordered per pair of nodes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum ToServer {
+    /// Open a publishing link to `address`.
+    Publisher {
+        /// Link id.
+        link: u64,
+        /// The queue's address.
+        address: String,
+    },
+    /// One message (in the payload); the outcome comes back as
+    /// `Published` with `token`, also for pre-settled ones (flow control).
+    Publish {
+        /// Link id.
+        link: u64,
+        /// Opaque to the server.
+        token: u64,
+    },
+    /// Open a consuming link to `address`. Its delivery-count starts at 0
+    /// on the server; the origin translates.
+    Subscribe {
+        /// Link id.
+        link: u64,
+        /// The queue's address.
+        address: String,
+    },
+    /// Credit and drain of a consuming link.
+    Flow {
+        /// Link id.
+        link: u64,
+        /// In the server's delivery-count space.
+        credit_limit: u32,
+        /// Drain.
+        drain: bool,
+    },
+    /// Settle a message delivered on the link (or, after a leadership
+    /// change, delivered by the previous leader: by replicated id).
+    Settle {
+        /// Link id.
+        link: u64,
+        /// Message id.
+        message: u64,
+        /// Outcome.
+        outcome: Outcome,
+    },
+    /// Take a delivery back (the client's credit shrank).
+    Undeliver {
+        /// Link id.
+        link: u64,
+        /// Message id.
+        message: u64,
+    },
+    /// Close a link (consumer: its unsettled messages return).
+    Close {
+        /// Link id.
+        link: u64,
+    },
+}
+
+/// Link traffic back to the origin (kind [`kind::FORWARD_TO_ORIGIN`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum ToOrigin {
+    /// A message (in the payload) for a consuming link.
+    Deliver {
+        /// Link id.
+        link: u64,
+        /// Message id (replicated for quorum queues).
+        message: u64,
+        /// delivery-count to put in the header.
+        delivery_count: u32,
+        /// Whether it was delivered before.
+        redelivered: bool,
+    },
+    /// A drain completed at this credit limit (server space).
+    Drained {
+        /// Link id.
+        link: u64,
+        /// Credit limit used up.
+        credit_limit: u32,
+    },
+    /// The outcome of a publish.
+    Published {
+        /// Link id.
+        link: u64,
+        /// The token of the publish.
+        token: u64,
+        /// Outcome.
+        outcome: Outcome,
+    },
+    /// The server can no longer serve the link (not leader any more, queue
+    /// gone, unknown link): the origin re-targets it.
+    Closed {
+        /// Link id.
+        link: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ToOrigin {
+    pub(crate) fn link(&self) -> u64 {
+        match self {
+            ToOrigin::Deliver { link, .. }
+            | ToOrigin::Drained { link, .. }
+            | ToOrigin::Published { link, .. }
+            | ToOrigin::Closed { link, .. } => *link,
+        }
+    }
+}
+
+/// Why a forwarding message could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("bad forwarding message: {0}")]
+pub(crate) struct DecodeError(#[from] postcard::Error);
+
+/// An envelope of `kind` carrying `meta` and `payload`.
+pub(crate) fn envelope<T: Serialize>(
+    kind: u32,
+    channel: u64,
+    meta: &T,
+    payload: Bytes,
+) -> Envelope {
+    // Encoding plain enums of integers and strings into a Vec cannot fail.
+    let meta = postcard::to_allocvec(meta)
+        .map(Bytes::from)
+        .unwrap_or_default();
+    Envelope {
+        channel,
+        kind,
+        meta,
+        payload,
+    }
+}
+
+/// Decode an envelope's meta.
+pub(crate) fn decode<T: DeserializeOwned>(meta: &[u8]) -> Result<T, DecodeError> {
+    Ok(postcard::from_bytes(meta)?)
+}
+
+/// A request envelope.
+pub(crate) fn request(request: &Request) -> Envelope {
+    envelope(kind::FORWARD_CALL, 0, request, Bytes::new())
+}
+
+/// A reply's bytes.
+pub(crate) fn reply(reply: &Reply) -> Bytes {
+    postcard::to_allocvec(reply)
+        .map(Bytes::from)
+        .unwrap_or_default()
+}

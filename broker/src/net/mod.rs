@@ -1,0 +1,103 @@
+//! Node-to-node transport: the one interface every inter-node byte goes
+//! through, Raft RPCs and forwarded client traffic alike. It has exactly
+//! the two primitives the gRPC fabric offers, so an adapter can plug the
+//! fabric in without the broker changing:
+//!
+//! - [`NodeTransport::call`]: request/response, concurrent, unordered;
+//! - [`NodeTransport::send`]: one-way, ordered per (from, target) pair,
+//!   never blocks, may fail (backpressure, unreachable).
+//!
+//! Each node registers one [`NodeHandler`] (the broker's node dispatcher),
+//! which receives both kinds and routes them by [`Envelope::kind`].
+
+mod local;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+
+pub use local::LocalTransport;
+
+/// A node of the cluster.
+pub type NodeId = u64;
+
+/// What travels between nodes: the fabric's envelope. `meta` is a small
+/// postcard-encoded header; `payload` carries bulk bytes (a Raft request,
+/// or a message exactly as the client sent it, never re-encoded).
+#[derive(Debug, Clone, Default)]
+pub struct Envelope {
+    /// Raft: the group id. Forwarding: the link id (so an adapter could
+    /// spread links over streams without reordering one link).
+    pub channel: u64,
+    /// One of [`kind`].
+    pub kind: u32,
+    /// Small header (Raft: the queue name; forwarding: a postcard message).
+    pub meta: Bytes,
+    /// Bulk bytes.
+    pub payload: Bytes,
+}
+
+/// The envelope kinds. Raft kinds travel by `call`; forwarding uses both.
+pub mod kind {
+    /// Raft append-entries (also heartbeats), by `call`.
+    pub const RAFT_APPEND_ENTRIES: u32 = 1;
+    /// Raft request-vote, by `call`.
+    pub const RAFT_VOTE: u32 = 2;
+    /// Raft install-snapshot (one chunk), by `call`.
+    pub const RAFT_INSTALL_SNAPSHOT: u32 = 3;
+    /// Forwarding control requests (locate a leader, probe links, audit
+    /// liveness), by `call`.
+    pub const FORWARD_CALL: u32 = 16;
+    /// Forwarded link traffic from a client's node to the serving node
+    /// (publish, subscribe, flow, settle, ...), by ordered `send`.
+    pub const FORWARD_TO_SERVER: u32 = 17;
+    /// Link traffic back to the client's node (deliveries, drained,
+    /// publish outcomes, link closed), by ordered `send`.
+    pub const FORWARD_TO_ORIGIN: u32 = 18;
+}
+
+/// Why a call or send failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransportError {
+    /// The target node is not reachable now.
+    #[error("node {0} is unreachable")]
+    Unreachable(NodeId),
+    /// The ordered stream to the target is full; try later.
+    #[error("node {0}: send queue full")]
+    Backpressure(NodeId),
+    /// The target answered with an error of its own.
+    #[error("node {node}: {message}")]
+    Remote {
+        /// The target.
+        node: NodeId,
+        /// What went wrong there.
+        message: String,
+    },
+}
+
+/// A boxed future of a call's answer.
+pub type CallFuture = Pin<Box<dyn Future<Output = Result<Bytes, TransportError>> + Send>>;
+
+/// The receiving side of one node.
+pub trait NodeHandler: Send + Sync + 'static {
+    /// Answer one `call`.
+    fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture;
+    /// Take one `send`, in the order `from` sent them. Must not block: it
+    /// may only take short locks and hand work to channels.
+    fn message(&self, from: NodeId, envelope: Envelope);
+}
+
+/// Carries envelopes from one node to others.
+pub trait NodeTransport: Send + Sync + 'static {
+    /// Send `envelope` from `from` to `target` and await the answer.
+    fn call(&self, from: NodeId, target: NodeId, envelope: Envelope) -> CallFuture;
+    /// Send one-way, ordered per (from, target); never blocks.
+    fn send(&self, from: NodeId, target: NodeId, envelope: Envelope) -> Result<(), TransportError>;
+    /// Make `node` reachable through `handler` (held weakly: a stopped
+    /// node's handler is dropped with it).
+    fn register(&self, node: NodeId, handler: Weak<dyn NodeHandler>);
+    /// Make `node` unreachable (it stopped).
+    fn unregister(&self, node: NodeId);
+}

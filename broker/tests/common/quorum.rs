@@ -1,0 +1,109 @@
+//! Quorum-queue helpers shared by the cluster tests: fast Raft timings,
+//! publish/consume through a node with the third-party client, and the
+//! checker that counts lost (accepted, never delivered) and duplicate
+//! deliveries.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use broker::BrokerConfig;
+use fe2o3_amqp::types::messaging::Outcome;
+use fe2o3_amqp::{Connection, Receiver, Sender};
+
+use super::fe2o3::{begin_session, Conn};
+use super::wait::{step, within};
+
+/// Raft timings short enough for quick fail-over in tests.
+pub fn fast_raft(config: &mut BrokerConfig) {
+    config.quorum.heartbeat_interval_ms = 100;
+    config.quorum.election_timeout_min_ms = 600;
+    config.quorum.election_timeout_max_ms = 1200;
+    config.quorum.publish_timeout_ms = 3000;
+}
+
+/// Open an anonymous connection to the node at `addr`.
+pub async fn open_at(addr: std::net::SocketAddr, id: &str) -> Conn {
+    within(
+        Duration::from_secs(5),
+        "fe2o3 connection open",
+        Connection::open(id.to_string(), format!("amqp://{addr}").as_str()),
+    )
+    .await
+    .expect("connection opens")
+}
+
+/// Publish `texts` to `/quorum/<queue>` through `addr`, each waiting for its
+/// outcome; returns the texts that were accepted.
+pub async fn publish(addr: std::net::SocketAddr, queue: &str, texts: &[String]) -> Vec<String> {
+    let mut connection = open_at(addr, "publisher").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut sender = step(
+        "sender attach",
+        Sender::attach(&mut session, "tx", format!("/quorum/{queue}")),
+    )
+    .await
+    .expect("sender attaches");
+    let mut accepted = Vec::new();
+    for text in texts {
+        let outcome = step("send", sender.send(text.clone())).await.expect("send");
+        if let Outcome::Accepted(_) = outcome {
+            accepted.push(text.clone());
+        }
+    }
+    let _ = sender.close().await;
+    let _ = session.end().await;
+    let _ = connection.close().await;
+    accepted
+}
+
+/// Receive up to `n` messages from `/quorum/<queue>` through `addr`,
+/// accepting each; stops early after a quiet second.
+pub async fn consume(addr: std::net::SocketAddr, queue: &str, n: usize) -> Vec<String> {
+    let mut connection = open_at(addr, "consumer").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")),
+    )
+    .await
+    .expect("receiver attaches");
+    let mut got = Vec::new();
+    while got.len() < n {
+        let Ok(delivery) =
+            tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await
+        else {
+            break;
+        };
+        let delivery = delivery.expect("receive");
+        got.push(delivery.body().clone());
+        step("accept", receiver.accept(&delivery))
+            .await
+            .expect("accept");
+    }
+    let _ = receiver.close().await;
+    let _ = session.end().await;
+    let _ = connection.close().await;
+    got
+}
+
+/// The checker: accepted texts never received (lost) and how many
+/// deliveries repeated an earlier one (duplicates).
+pub fn check_delivered<'a>(
+    accepted: &'a [String],
+    received: &[String],
+) -> (Vec<&'a String>, usize) {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for text in received {
+        *seen.entry(text).or_default() += 1;
+    }
+    let lost = accepted
+        .iter()
+        .filter(|t| !seen.contains_key(t.as_str()))
+        .collect();
+    let duplicates = seen.values().map(|n| n - 1).sum();
+    (lost, duplicates)
+}
+
+pub fn texts(range: std::ops::Range<usize>) -> Vec<String> {
+    range.map(|i| format!("m-{i}")).collect()
+}

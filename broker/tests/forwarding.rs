@@ -1,0 +1,372 @@
+//! Forwarding through a 3-node in-process cluster with the third-party
+//! client (fe2o3-amqp): clients attached to any node publish to and
+//! consume from any queue; links follow a leadership change without being
+//! detached; a client cut off with a minority never sees `accepted`.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use broker::{BrokerConfig, Cluster};
+use common::*;
+use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::types::messaging::Outcome;
+use fe2o3_amqp::{Receiver, Sender};
+
+fn config() -> BrokerConfig {
+    let mut base = BrokerConfig::default();
+    fast_raft(&mut base);
+    base.quorum.leader_wait_ms = 5000;
+    base
+}
+
+/// The leader of `queue` and its two followers.
+async fn roles(cluster: &Cluster, queue: &str) -> (u64, u64, u64) {
+    let mut leader = None;
+    eventually(Duration::from_secs(10), "a leader", || {
+        leader = cluster.leader_of(queue);
+        leader.is_some()
+    })
+    .await;
+    let leader = leader.unwrap_or_default();
+    let followers: Vec<u64> = cluster
+        .running()
+        .into_iter()
+        .filter(|n| *n != leader)
+        .collect();
+    (leader, followers[0], followers[1])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_through_a_follower_consume_through_the_other_exactly_once() {
+    let cluster = Cluster::start(3, config()).await.unwrap();
+    publish(cluster.addr(1).unwrap(), "fwd", &[]).await;
+    let (_, f1, f2) = roles(&cluster, "fwd").await;
+    let accepted = publish(cluster.addr(f1).unwrap(), "fwd", &texts(0..300)).await;
+    assert_eq!(
+        accepted,
+        texts(0..300),
+        "every publish through a follower is accepted"
+    );
+    let received = consume(cluster.addr(f2).unwrap(), "fwd", 1000).await;
+    assert_eq!(
+        received,
+        texts(0..300),
+        "each once, in order, through the other follower"
+    );
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credit_and_drain_through_a_follower() {
+    let cluster = Cluster::start(3, config()).await.unwrap();
+    publish(cluster.addr(1).unwrap(), "credit", &[]).await;
+    let (_, f1, f2) = roles(&cluster, "credit").await;
+    publish(cluster.addr(f1).unwrap(), "credit", &texts(0..5)).await;
+
+    let mut connection = open_at(cluster.addr(f2).unwrap(), "credit-rx").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut rx = step(
+        "receiver attach",
+        Receiver::builder()
+            .name("rx")
+            .source("/quorum/credit")
+            .credit_mode(CreditMode::Manual)
+            .attach(&mut session),
+    )
+    .await
+    .unwrap();
+    step("credit 2", rx.set_credit(2)).await.unwrap();
+    for i in 0..2 {
+        let (delivery, text) = recv_text(&mut rx).await;
+        assert_eq!(text, format!("m-{i}"));
+        step("accept", rx.accept(&delivery)).await.unwrap();
+    }
+    expect_nothing(&mut rx, Duration::from_millis(300), "credit 2 is used up").await;
+    step("credit 10", rx.set_credit(10)).await.unwrap();
+    step("drain", rx.drain()).await.unwrap();
+    for i in 2..5 {
+        let (delivery, text) = recv_text(&mut rx).await;
+        assert_eq!(text, format!("m-{i}"));
+        step("accept", rx.accept(&delivery)).await.unwrap();
+    }
+    // The drain used up the credit: a new message waits in the queue.
+    publish(cluster.addr(f1).unwrap(), "credit", &["late".to_string()]).await;
+    expect_nothing(
+        &mut rx,
+        Duration::from_millis(500),
+        "drain ended the credit",
+    )
+    .await;
+    step("credit 1", rx.set_credit(1)).await.unwrap();
+    let (delivery, text) = recv_text(&mut rx).await;
+    assert_eq!(text, "late");
+    step("accept", rx.accept(&delivery)).await.unwrap();
+    let _ = rx.close().await;
+    let _ = connection.close().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_queue_is_reachable_from_every_node() {
+    let cluster = Cluster::start(3, config()).await.unwrap();
+    let via = |n| cluster.addr(n).unwrap();
+    // Transient queues use the same helpers with a /queues/ address.
+    let declared = publish_to(via(1), "/queues/shared", &texts(0..10)).await;
+    let more = publish_to(via(2), "/queues/shared", &texts(10..20)).await;
+    assert_eq!(declared.len() + more.len(), 20);
+    let received = consume_from(via(3), "/queues/shared", 100).await;
+    assert_eq!(
+        received,
+        texts(0..20),
+        "published on nodes 1 and 2, consumed on 3"
+    );
+    cluster.shutdown().await;
+}
+
+/// Publish to any address; returns the accepted texts.
+async fn publish_to(addr: SocketAddr, address: &str, texts: &[String]) -> Vec<String> {
+    let mut connection = open_at(addr, "tx").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut sender = step("sender attach", Sender::attach(&mut session, "tx", address))
+        .await
+        .unwrap();
+    let mut accepted = Vec::new();
+    for text in texts {
+        if let Outcome::Accepted(_) = step("send", sender.send(text.clone())).await.unwrap() {
+            accepted.push(text.clone());
+        }
+    }
+    let _ = sender.close().await;
+    let _ = connection.close().await;
+    accepted
+}
+
+/// Receive (accepting) from any address until a quiet second.
+async fn consume_from(addr: SocketAddr, address: &str, n: usize) -> Vec<String> {
+    let mut connection = open_at(addr, "rx").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::attach(&mut session, "rx", address),
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    while got.len() < n {
+        let Ok(delivery) =
+            tokio::time::timeout(Duration::from_secs(1), receiver.recv::<String>()).await
+        else {
+            break;
+        };
+        let delivery = delivery.unwrap();
+        got.push(delivery.body().clone());
+        step("accept", receiver.accept(&delivery)).await.unwrap();
+    }
+    let _ = receiver.close().await;
+    let _ = connection.close().await;
+    got
+}
+
+/// Publish unique texts on ONE link until `stop`; `released` ones are sent
+/// again. Returns the accepted texts, or the error that ended the link (a
+/// detach: what forwarding must not cause).
+async fn keep_publishing(
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    n_accepted: Arc<AtomicUsize>,
+) -> Result<Vec<String>, String> {
+    let mut connection = open_at(addr, "steady-pub").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut sender = step(
+        "sender attach",
+        Sender::attach(&mut session, "tx", "/quorum/steady"),
+    )
+    .await
+    .map_err(|e| format!("{e:?}"))?;
+    let mut accepted = Vec::new();
+    let mut next = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let text = format!("m-{next}");
+        match tokio::time::timeout(Duration::from_secs(15), sender.send(text.clone())).await {
+            Ok(Ok(Outcome::Accepted(_))) => {
+                accepted.push(text);
+                n_accepted.fetch_add(1, Ordering::Relaxed);
+                next += 1;
+            }
+            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Ok(Err(e)) => return Err(format!("publisher link failed: {e:?}")),
+            Err(_) => return Err("a publish got no outcome within 15 s".into()),
+        }
+    }
+    let _ = sender.close().await;
+    let _ = connection.close().await;
+    Ok(accepted)
+}
+
+/// Consume on ONE link, accepting, until `stop` and a quiet 2 s.
+async fn keep_consuming(addr: SocketAddr, stop: Arc<AtomicBool>) -> Result<Vec<String>, String> {
+    let mut connection = open_at(addr, "steady-sub").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::attach(&mut session, "rx", "/quorum/steady"),
+    )
+    .await
+    .map_err(|e| format!("{e:?}"))?;
+    let mut received = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await {
+            Ok(Ok(delivery)) => {
+                received.push(delivery.body().clone());
+                if let Err(e) = receiver.accept(&delivery).await {
+                    return Err(format!("accept failed: {e:?}"));
+                }
+            }
+            Ok(Err(e)) => return Err(format!("consumer link failed: {e:?}")),
+            Err(_) if stop.load(Ordering::Relaxed) => break,
+            Err(_) => {}
+        }
+    }
+    let _ = receiver.close().await;
+    let _ = connection.close().await;
+    Ok(received)
+}
+
+/// Stop the leader while a publisher on `pub_node` and a consumer on
+/// `sub_node` (both not the leader) keep their links; check that neither
+/// link fails, publishing resumes and no accepted message is lost.
+async fn leader_stops_under_steady_clients(pick: fn(u64, u64) -> (u64, u64)) {
+    let mut cluster = Cluster::start(3, config()).await.unwrap();
+    publish(cluster.addr(1).unwrap(), "steady", &[]).await;
+    let (leader, f1, f2) = roles(&cluster, "steady").await;
+    let (pub_node, sub_node) = pick(f1, f2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let n_accepted = Arc::new(AtomicUsize::new(0));
+    let publisher = tokio::spawn(keep_publishing(
+        cluster.addr(pub_node).unwrap(),
+        stop.clone(),
+        n_accepted.clone(),
+    ));
+    let consumer = tokio::spawn(keep_consuming(
+        cluster.addr(sub_node).unwrap(),
+        stop.clone(),
+    ));
+    eventually(Duration::from_secs(20), "publishing starts", || {
+        n_accepted.load(Ordering::Relaxed) >= 50
+    })
+    .await;
+    cluster.stop(leader).await;
+    let before = n_accepted.load(Ordering::Relaxed);
+    let stopped_at = std::time::Instant::now();
+    eventually(Duration::from_secs(20), "publishing resumes", || {
+        n_accepted.load(Ordering::Relaxed) > before
+    })
+    .await;
+    let pause = stopped_at.elapsed();
+    eventually(Duration::from_secs(20), "publishing goes on", || {
+        n_accepted.load(Ordering::Relaxed) >= before + 50
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let accepted = within(Duration::from_secs(30), "publisher ends", publisher)
+        .await
+        .unwrap()
+        .expect("the publisher's link was never detached");
+    let received = within(Duration::from_secs(60), "consumer ends", consumer)
+        .await
+        .unwrap()
+        .expect("the consumer's link was never detached");
+    let (lost, duplicates) = check_delivered(&accepted, &received);
+    eprintln!(
+        "leader {leader} stopped; publisher on {pub_node}, consumer on {sub_node}: accepted {}, \
+         received {}, duplicates {duplicates}, lost {}, publishing paused {pause:?}",
+        accepted.len(),
+        received.len(),
+        lost.len()
+    );
+    assert!(lost.is_empty(), "accepted but never delivered: {lost:?}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_stops_while_clients_on_one_follower_keep_their_links() {
+    leader_stops_under_steady_clients(|f1, _| (f1, f1)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_stops_while_clients_on_both_peers_keep_their_links() {
+    leader_stops_under_steady_clients(|f1, f2| (f1, f2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_on_the_minority_side_never_sees_accepted() {
+    let cluster = Cluster::start(3, config()).await.unwrap();
+    publish(cluster.addr(1).unwrap(), "split", &[]).await;
+    let (leader, minority, _) = roles(&cluster, "split").await;
+    let mut accepted = publish(cluster.addr(minority).unwrap(), "split", &texts(0..20)).await;
+    assert_eq!(accepted.len(), 20);
+
+    let mut connection = open_at(cluster.addr(minority).unwrap(), "minority").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut sender = step(
+        "sender attach",
+        Sender::attach(&mut session, "tx", "/quorum/split"),
+    )
+    .await
+    .unwrap();
+    for other in cluster.running().into_iter().filter(|n| *n != minority) {
+        cluster.set_partitioned(minority, other, true);
+    }
+    let mut outcomes = Vec::new();
+    for i in 0..5 {
+        let text = format!("cut-{i}");
+        match tokio::time::timeout(Duration::from_secs(15), sender.send(text.clone())).await {
+            Ok(Ok(Outcome::Accepted(_))) => {
+                outcomes.push("accepted".to_string());
+                accepted.push(text);
+            }
+            Ok(Ok(other)) => outcomes.push(format!("{other:?}")),
+            Ok(Err(e)) => {
+                outcomes.push(format!("error {e:?}"));
+                break;
+            }
+            Err(_) => panic!("a publish on the minority side got no outcome within 15 s"),
+        }
+    }
+    eprintln!("minority outcomes: {outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| o != "accepted"),
+        "accepted on the minority side: {outcomes:?}"
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(2), connection.close()).await;
+
+    for other in cluster.running().into_iter().filter(|n| *n != minority) {
+        cluster.set_partitioned(minority, other, false);
+    }
+    // After the heal, publishing through the former minority node works.
+    let mut after = Vec::new();
+    within(
+        Duration::from_secs(30),
+        "publishing after the heal",
+        async {
+            while after.is_empty() {
+                after = publish(cluster.addr(minority).unwrap(), "split", &texts(100..110)).await;
+            }
+        },
+    )
+    .await;
+    accepted.extend(after);
+    let received = consume(cluster.addr(leader).unwrap(), "split", 1000).await;
+    let (lost, duplicates) = check_delivered(&accepted, &received);
+    eprintln!(
+        "partition: accepted {}, received {}, duplicates {duplicates}",
+        accepted.len(),
+        received.len()
+    );
+    assert!(lost.is_empty(), "accepted but never delivered: {lost:?}");
+    cluster.shutdown().await;
+}
