@@ -10,6 +10,7 @@
 //! Each node registers one [`NodeHandler`] (the broker's node dispatcher),
 //! which receives both kinds and routes them by [`Envelope::kind`].
 
+mod fabric;
 mod local;
 
 use std::future::Future;
@@ -18,6 +19,7 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 
+pub use self::fabric::{AdminHandler, FabricSettings, FabricTransport};
 pub use local::LocalTransport;
 
 /// A node of the cluster.

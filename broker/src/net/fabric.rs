@@ -1,0 +1,260 @@
+//! [`FabricTransport`]: the node transport between processes, over the
+//! gRPC fabric (one HTTP/2 stream per peer, batched). It maps the broker's
+//! [`Envelope`]s one to one onto the fabric's and relays what arrives to the
+//! node's registered [`NodeHandler`]; operator requests (`ramqp-ctl`) are
+//! relayed to the node's [`AdminHandler`].
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::{CallFuture, Envelope, NodeHandler, NodeId, NodeTransport, TransportError};
+use crate::admin::ADMIN_ENVELOPE_KIND;
+
+/// Answers operator requests that arrive over the fabric.
+pub trait AdminHandler: Send + Sync + 'static {
+    /// Answer one request (a postcard `AdminRequest`) with a postcard
+    /// `AdminResponse`.
+    fn admin(self: Arc<Self>, payload: Bytes) -> fabric::BoxFuture<'static, Bytes>;
+}
+
+/// Where arriving traffic goes: set once the node's handlers exist.
+#[derive(Default)]
+struct Relay {
+    node: RwLock<Option<Weak<dyn NodeHandler>>>,
+    admin: RwLock<Option<Weak<dyn AdminHandler>>>,
+}
+
+impl Relay {
+    fn node(&self) -> Option<Arc<dyn NodeHandler>> {
+        read(&self.node).as_ref().and_then(Weak::upgrade)
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn to_fabric(envelope: Envelope) -> fabric::Envelope {
+    fabric::Envelope {
+        channel: envelope.channel,
+        kind: envelope.kind,
+        meta: envelope.meta,
+        payload: envelope.payload,
+    }
+}
+
+fn from_fabric(envelope: fabric::Envelope) -> Envelope {
+    Envelope {
+        channel: envelope.channel,
+        kind: envelope.kind,
+        meta: envelope.meta,
+        payload: envelope.payload,
+    }
+}
+
+impl fabric::Handler for Relay {
+    fn call(
+        self: Arc<Self>,
+        from: fabric::NodeId,
+        envelope: fabric::Envelope,
+    ) -> fabric::BoxFuture<'static, Result<Bytes, String>> {
+        if envelope.kind == ADMIN_ENVELOPE_KIND {
+            let admin = read(&self.admin).as_ref().and_then(Weak::upgrade);
+            return Box::pin(async move {
+                match admin {
+                    Some(admin) => Ok(admin.admin(envelope.payload).await),
+                    None => Err("this node is starting or stopping".to_owned()),
+                }
+            });
+        }
+        if from == fabric::CLIENT_NODE_ID {
+            // A client-only connection may ask the operator's questions,
+            // never speak Raft or forward links.
+            return Box::pin(async { Err("clients may only send admin requests".to_owned()) });
+        }
+        match self.node() {
+            Some(node) => {
+                let answer = node.handle(from, from_fabric(envelope));
+                Box::pin(async move { answer.await.map_err(|e| e.to_string()) })
+            }
+            None => Box::pin(async { Err("this node is starting or stopping".to_owned()) }),
+        }
+    }
+
+    fn message(&self, from: fabric::NodeId, envelope: fabric::Envelope) {
+        if from == fabric::CLIENT_NODE_ID {
+            return;
+        }
+        if let Some(node) = self.node() {
+            node.message(from, from_fabric(envelope));
+        }
+    }
+}
+
+/// The fabric settings the broker uses.
+#[derive(Debug, Clone)]
+pub struct FabricSettings {
+    /// This node.
+    pub node_id: NodeId,
+    /// Shared by every node of the cluster.
+    pub cluster_name: String,
+    /// The fabric listener.
+    pub listen: SocketAddr,
+    /// The other nodes.
+    pub peers: BTreeMap<NodeId, SocketAddr>,
+    /// Largest envelope.
+    pub max_message_bytes: usize,
+    /// Limit on one call.
+    pub call_timeout: Duration,
+}
+
+/// The node transport over the fabric.
+pub struct FabricTransport {
+    fabric: RwLock<Option<Arc<fabric::Fabric>>>,
+    relay: Arc<Relay>,
+    node_id: NodeId,
+    local_addr: SocketAddr,
+}
+
+/// Frames one peer's outbound queue holds. Forwarded link traffic is
+/// bounded by link credit and the publish window, but many links share a
+/// peer, so this is well above one link's credit.
+const SEND_QUEUE: usize = 65_536;
+
+impl FabricTransport {
+    /// Bind the fabric listener and start dialling the peers.
+    pub async fn start(settings: FabricSettings) -> Result<Arc<FabricTransport>, fabric::FabricError> {
+        let mut config = fabric::FabricConfig::new(
+            settings.node_id,
+            settings.cluster_name.clone(),
+            settings.listen,
+        );
+        config.peers = settings.peers;
+        config.max_message_bytes = settings.max_message_bytes;
+        config.call_timeout = settings.call_timeout;
+        config.send_queue = SEND_QUEUE;
+        let relay = Arc::new(Relay::default());
+        let handler: Arc<dyn fabric::Handler> = relay.clone();
+        let fabric = fabric::Fabric::start(config, handler).await?;
+        Ok(Arc::new(FabricTransport {
+            local_addr: fabric.local_addr(),
+            fabric: RwLock::new(Some(Arc::new(fabric))),
+            relay,
+            node_id: settings.node_id,
+        }))
+    }
+
+    /// The address the fabric listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    fn fabric(&self) -> Option<Arc<fabric::Fabric>> {
+        read(&self.fabric).clone()
+    }
+
+    /// Route operator requests to `handler`.
+    pub fn set_admin(&self, handler: Weak<dyn AdminHandler>) {
+        *write(&self.relay.admin) = Some(handler);
+    }
+
+    /// The peers and whether each is connected now.
+    pub fn peers(&self) -> Vec<(NodeId, SocketAddr, bool)> {
+        let Some(fabric) = self.fabric() else {
+            return Vec::new();
+        };
+        fabric
+            .peers()
+            .into_iter()
+            .map(|(id, addr)| (id, addr, fabric.is_connected(id) && !fabric.is_blocked(id)))
+            .collect()
+    }
+
+    /// Start dialling a new peer.
+    pub fn add_peer(&self, id: NodeId, addr: SocketAddr) {
+        if let Some(fabric) = self.fabric() {
+            fabric.add_peer(id, addr);
+        }
+    }
+
+    /// Forget a peer.
+    pub fn remove_peer(&self, id: NodeId) {
+        if let Some(fabric) = self.fabric() {
+            fabric.remove_peer(id);
+        }
+    }
+
+    /// Fault injection: cut (or heal) every peer.
+    pub fn set_isolated(&self, isolated: bool) {
+        if let Some(fabric) = self.fabric() {
+            for id in fabric.peers().into_keys() {
+                fabric.set_blocked(id, isolated);
+            }
+        }
+    }
+
+    /// Close every stream and the listener.
+    pub async fn shutdown(&self) {
+        let fabric = write(&self.fabric).take();
+        if let Some(fabric) = fabric {
+            match Arc::try_unwrap(fabric) {
+                Ok(fabric) => fabric.shutdown().await,
+                Err(_) => tracing::debug!("fabric still referenced at shutdown; dropped later"),
+            }
+        }
+    }
+}
+
+fn map_error(target: NodeId, error: fabric::CallError) -> TransportError {
+    match error {
+        fabric::CallError::Unreachable(_) | fabric::CallError::Closed | fabric::CallError::Timeout => {
+            TransportError::Unreachable(target)
+        }
+        fabric::CallError::Backpressure => TransportError::Backpressure(target),
+        other => TransportError::Remote {
+            node: target,
+            message: other.to_string(),
+        },
+    }
+}
+
+impl NodeTransport for FabricTransport {
+    fn call(&self, from: NodeId, target: NodeId, envelope: Envelope) -> CallFuture {
+        debug_assert_eq!(from, self.node_id);
+        let Some(fabric) = self.fabric() else {
+            return Box::pin(async move { Err(TransportError::Unreachable(target)) });
+        };
+        let answer = fabric.call(target, to_fabric(envelope));
+        Box::pin(async move { answer.await.map_err(|e| map_error(target, e)) })
+    }
+
+    fn send(&self, from: NodeId, target: NodeId, envelope: Envelope) -> Result<(), TransportError> {
+        debug_assert_eq!(from, self.node_id);
+        let Some(fabric) = self.fabric() else {
+            return Err(TransportError::Unreachable(target));
+        };
+        fabric
+            .send(target, to_fabric(envelope))
+            .map_err(|e| map_error(target, e))
+    }
+
+    fn register(&self, node: NodeId, handler: Weak<dyn NodeHandler>) {
+        if node == self.node_id {
+            *write(&self.relay.node) = Some(handler);
+        }
+    }
+
+    fn unregister(&self, node: NodeId) {
+        if node == self.node_id {
+            *write(&self.relay.node) = None;
+        }
+    }
+}
