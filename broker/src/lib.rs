@@ -5,6 +5,7 @@
 
 pub mod codec;
 pub mod config;
+pub mod meta;
 pub mod queue;
 pub mod quorum;
 

@@ -8,7 +8,7 @@
 //! through a [`RaftTransport`]; it knows nothing of gRPC or redb tables.
 
 mod index;
-mod network;
+pub(crate) mod network;
 mod node;
 mod queue;
 mod state_machine;
@@ -22,4 +22,5 @@ pub use transport::{
 };
 pub use types::{
     group_id, Applied, Command, GroupId, NodeId, QueueRaft, QueueRaftHandle, SettleKind,
+    RESERVED_GROUP_ID,
 };

@@ -21,6 +21,9 @@ pub enum RpcKind {
     Vote,
     /// install-snapshot (one chunk)
     InstallSnapshot,
+    /// A request for the leader of the cluster-metadata group, forwarded
+    /// by a node that does not lead it (see `crate::meta`).
+    MetaPropose,
 }
 
 /// One RPC to a group on another node.
