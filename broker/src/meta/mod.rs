@@ -8,14 +8,17 @@
 //!   id, the requests forwarded to the leader.
 //! - `state.rs`: [`ClusterState`] and its [`MetaCommand`]s (pure).
 //! - `state_machine.rs`: openraft's state machine and snapshot file.
-//! - `service.rs`: [`Metadata`], the node's handle (reads, changes,
-//!   forwarding, RPC handling).
+//! - `service.rs`: [`Metadata`], the node's handle (open/bootstrap,
+//!   reads, changes, node addition and removal).
+//! - `rpc.rs`: getting a change to the leader (local or forwarded, with
+//!   back-off, under a deadline) and serving the group's RPCs.
 //!
 //! This module records intent only (which nodes should hold which queue);
 //! the quorum-queue side (`crate::quorum`) acts on it. It shares the
 //! node's log store and transport with the queues' groups and reuses their
 //! Raft network (`quorum::network`).
 
+mod rpc;
 mod service;
 mod state;
 mod state_machine;
