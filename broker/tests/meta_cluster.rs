@@ -242,6 +242,15 @@ async fn declare_through_a_follower_is_seen_everywhere_and_spreads() {
         );
     }
     assert_eq!(h.meta(1).members().len(), 3);
+    // A node records where it is (seeded members have no AMQP address).
+    assert_eq!(h.meta(3).members()[&3].amqp, None);
+    let mut moved_node = info(3);
+    moved_node.amqp = Some("127.0.0.1:15672".into());
+    within(SLOW, "announce", h.meta(3).announce(moved_node.clone()))
+        .await
+        .expect("announce");
+    h.converged(3).await;
+    assert_eq!(h.meta(leader).members().get(&3), Some(&moved_node));
 
     // Maintenance: move a queue's preferred leader to its other replica.
     let target = first.members[1];
@@ -347,6 +356,41 @@ async fn leader_loss_then_no_quorum() {
     );
     assert!(took < Duration::from_secs(6), "took {took:?}");
     assert_eq!(h.meta(other).queue("lost"), None);
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_without_quorum_times_out_then_recovers() {
+    let mut h = Harness::start(3, 3).await;
+    let leader = h.leader().await;
+    declare(h.meta(leader), "before").await;
+    let followers: Vec<NodeId> = (1..=3).filter(|id| *id != leader).collect();
+    for id in &followers {
+        h.stop(*id).await;
+    }
+    // The leader still believes it leads: its entry is appended but
+    // cannot commit, and the caller hears so in time.
+    let started = tokio::time::Instant::now();
+    let result = within(
+        Duration::from_secs(10),
+        "declare on a leader without quorum",
+        h.meta(leader).declare_queue("pending"),
+    )
+    .await;
+    assert!(
+        matches!(result, Err(MetaError::Unavailable { .. })),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(6));
+    assert_eq!(h.meta(leader).queue("pending"), None);
+    // A follower is back: quorum again. The earlier attempt may now have
+    // committed (a time-out is not a refusal); declaring again is safe
+    // and every node agrees on the result.
+    h.restart(followers[0]).await;
+    let leader = h.leader().await;
+    let info = declare(h.meta(followers[0]), "pending").await;
+    h.converged(leader).await;
+    assert_eq!(h.meta(leader).queue("pending"), Some(info));
     h.shutdown().await;
 }
 

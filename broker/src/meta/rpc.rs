@@ -66,6 +66,7 @@ impl Metadata {
     ) -> Result<(u64, MetaResponse), MetaError> {
         let mut hint: Option<NodeId> = None;
         let mut misses = 0usize;
+        let mut hops = 0usize;
         let mut backoff = Duration::from_millis(20);
         loop {
             let voters: Vec<NodeId> = self.voters().into_iter().collect();
@@ -92,7 +93,13 @@ impl Metadata {
                 }
                 MetaReply::NotLeader(Some(leader)) if leader != target => {
                     hint = Some(leader);
-                    continue;
+                    // Follow a pointer at once, but not endlessly: two
+                    // nodes with stale views (mid-election) may point at
+                    // each other, and that must not spin.
+                    hops += 1;
+                    if hops < 3 {
+                        continue;
+                    }
                 }
                 MetaReply::NotLeader(_) => {}
                 MetaReply::Retry(reason) => {
@@ -100,6 +107,7 @@ impl Metadata {
                 }
             }
             misses += 1;
+            hops = 0;
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
