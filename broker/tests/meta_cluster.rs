@@ -450,5 +450,24 @@ async fn add_a_fourth_node_then_remove_one() {
         .expect("idempotent removal");
     let last = declare(h.meta(asker), "after-removal").await;
     assert!(!last.members.contains(&leader));
+
+    // A node that died is removed by the two left: queues shrink to the
+    // two (nothing to spare) and keep working.
+    let dead = *remaining.iter().find(|id| **id != new).expect("a follower");
+    h.stop(dead).await;
+    within(SLOW, "remove a dead node", h.meta(new).remove_node(dead))
+        .await
+        .expect("dead node removed");
+    let left: BTreeSet<NodeId> = remaining.iter().copied().filter(|id| *id != dead).collect();
+    let leader = h.leader().await;
+    h.converged(leader).await;
+    for id in &left {
+        assert_eq!(h.meta(*id).voters(), left, "voters on node {id}");
+        for queue in h.meta(*id).queues() {
+            let members: BTreeSet<NodeId> = queue.members.iter().copied().collect();
+            assert_eq!(members, left, "{queue:?}");
+        }
+    }
+    declare(h.meta(leader), "on-two").await;
     h.shutdown().await;
 }

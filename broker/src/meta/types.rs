@@ -13,9 +13,8 @@ use crate::quorum::{GroupId, NodeId, RESERVED_GROUP_ID};
 /// transport. `quorum::group_id` never returns it, so no queue shares it.
 pub const META_GROUP: GroupId = RESERVED_GROUP_ID;
 
-/// The name the metadata group's envelopes carry in their `queue` field
-/// (no queue can be called this: queue names are not empty and `$` is not
-/// special to them, but the group id above is what routes).
+/// The name the metadata group's envelopes carry in their `queue` field,
+/// for logs: the group id ([`META_GROUP`]) is what routes them.
 pub const META_GROUP_NAME: &str = "$meta";
 
 openraft::declare_raft_types!(
