@@ -20,6 +20,9 @@ use store_redb::{LogStore, LogStoreOptions};
 /// 2-core machine.
 const SLOW: Duration = Duration::from_secs(30);
 
+/// Metadata request time-out in these tests.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn raft_config() -> Arc<openraft::Config> {
     let config = openraft::Config {
         cluster_name: "ramqp-meta-test".into(),
@@ -58,7 +61,9 @@ struct Harness {
 impl Harness {
     async fn start(n: u64, replication_factor: usize) -> Harness {
         let mut options = MetaOptions::new(replication_factor);
-        options.request_timeout = Duration::from_secs(4);
+        // Long enough for an election or two on an overloaded 2-core
+        // machine (tests run in parallel); the no-quorum tests wait it out.
+        options.request_timeout = REQUEST_TIMEOUT;
         options.membership_timeout = SLOW;
         let mut harness = Harness {
             transport: LocalTransport::new(),
@@ -344,7 +349,7 @@ async fn leader_loss_then_no_quorum() {
     h.stop(new).await;
     let started = tokio::time::Instant::now();
     let result = within(
-        Duration::from_secs(10),
+        REQUEST_TIMEOUT * 2,
         "declare without quorum",
         h.meta(other).declare_queue("lost"),
     )
@@ -354,7 +359,10 @@ async fn leader_loss_then_no_quorum() {
         matches!(result, Err(MetaError::Unavailable { .. })),
         "{result:?}"
     );
-    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(
+        took < REQUEST_TIMEOUT + Duration::from_secs(3),
+        "took {took:?}"
+    );
     assert_eq!(h.meta(other).queue("lost"), None);
     h.shutdown().await;
 }
@@ -372,7 +380,7 @@ async fn leader_without_quorum_times_out_then_recovers() {
     // cannot commit, and the caller hears so in time.
     let started = tokio::time::Instant::now();
     let result = within(
-        Duration::from_secs(10),
+        REQUEST_TIMEOUT * 2,
         "declare on a leader without quorum",
         h.meta(leader).declare_queue("pending"),
     )
@@ -381,7 +389,11 @@ async fn leader_without_quorum_times_out_then_recovers() {
         matches!(result, Err(MetaError::Unavailable { .. })),
         "{result:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(6));
+    let took = started.elapsed();
+    assert!(
+        took < REQUEST_TIMEOUT + Duration::from_secs(3),
+        "took {took:?}"
+    );
     assert_eq!(h.meta(leader).queue("pending"), None);
     // A follower is back: quorum again. The earlier attempt may now have
     // committed (a time-out is not a refusal); declaring again is safe
