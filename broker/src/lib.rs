@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod codec;
 pub mod config;
+pub mod meta;
 pub mod net;
 pub mod queue;
 pub mod quorum;

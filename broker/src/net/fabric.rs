@@ -131,7 +131,9 @@ const SEND_QUEUE: usize = 65_536;
 
 impl FabricTransport {
     /// Bind the fabric listener and start dialling the peers.
-    pub async fn start(settings: FabricSettings) -> Result<Arc<FabricTransport>, fabric::FabricError> {
+    pub async fn start(
+        settings: FabricSettings,
+    ) -> Result<Arc<FabricTransport>, fabric::FabricError> {
         let mut config = fabric::FabricConfig::new(
             settings.node_id,
             settings.cluster_name.clone(),
@@ -215,9 +217,9 @@ impl FabricTransport {
 
 fn map_error(target: NodeId, error: fabric::CallError) -> TransportError {
     match error {
-        fabric::CallError::Unreachable(_) | fabric::CallError::Closed | fabric::CallError::Timeout => {
-            TransportError::Unreachable(target)
-        }
+        fabric::CallError::Unreachable(_)
+        | fabric::CallError::Closed
+        | fabric::CallError::Timeout => TransportError::Unreachable(target),
         fabric::CallError::Backpressure => TransportError::Backpressure(target),
         other => TransportError::Remote {
             node: target,

@@ -49,6 +49,9 @@ pub mod kind {
     pub const RAFT_VOTE: u32 = 2;
     /// Raft install-snapshot (one chunk), by `call`.
     pub const RAFT_INSTALL_SNAPSHOT: u32 = 3;
+    /// A change for the cluster-metadata group's leader, forwarded by a
+    /// node that does not lead it (see `crate::meta`), by `call`.
+    pub const META_PROPOSE: u32 = 4;
     /// Forwarding control requests (locate a leader, probe links, audit
     /// liveness), by `call`.
     pub const FORWARD_CALL: u32 = 16;

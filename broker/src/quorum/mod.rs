@@ -9,7 +9,7 @@
 //! redb tables.
 
 mod index;
-mod network;
+pub(crate) mod network;
 mod node;
 mod queue;
 mod state_machine;
@@ -25,4 +25,5 @@ pub use queue::QuorumQueue;
 pub use transport::RpcKind;
 pub use types::{
     group_id, Applied, Command, GroupId, NodeId, QueueRaft, QueueRaftHandle, SettleKind,
+    RESERVED_GROUP_ID,
 };

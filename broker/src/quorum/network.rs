@@ -1,6 +1,8 @@
-//! openraft's network traits for a quorum queue's group, over any
-//! [`NodeTransport`]: requests and responses are serialized with postcard,
-//! so the in-process transport exercises the same bytes the fabric carries.
+//! openraft's network traits for a Raft group, over any [`NodeTransport`]:
+//! requests and responses are serialized with postcard, so the in-process
+//! transport exercises the same bytes the fabric carries. Generic over the
+//! type config (node ids `u64`, nodes `BasicNode`), so the quorum queues'
+//! groups and the cluster-metadata group (`crate::meta`) share it.
 
 use std::sync::Arc;
 
@@ -13,12 +15,12 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
+use openraft::{BasicNode, RaftTypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::transport::RpcKind;
-use super::types::{GroupId, NodeId, QueueRaft};
+use super::types::{GroupId, NodeId};
 use crate::net::{Envelope, NodeTransport, TransportError};
 
 /// Creates connections to the other members of one group.
@@ -38,7 +40,10 @@ pub(crate) struct GroupConnection {
     queue: String,
 }
 
-impl RaftNetworkFactory<QueueRaft> for GroupNetwork {
+impl<C> RaftNetworkFactory<C> for GroupNetwork
+where
+    C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode>,
+{
     type Network = GroupConnection;
 
     async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> GroupConnection {
@@ -91,10 +96,13 @@ impl GroupConnection {
     }
 }
 
-impl RaftNetwork<QueueRaft> for GroupConnection {
+impl<C> RaftNetwork<C> for GroupConnection
+where
+    C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode>,
+{
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<QueueRaft>,
+        rpc: AppendEntriesRequest<C>,
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         self.call(RpcKind::AppendEntries, &rpc).await
@@ -102,7 +110,7 @@ impl RaftNetwork<QueueRaft> for GroupConnection {
 
     async fn install_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<QueueRaft>,
+        rpc: InstallSnapshotRequest<C>,
         _option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<NodeId>,

@@ -358,6 +358,9 @@ impl QuorumNode {
                     .install_snapshot(postcard::from_bytes(payload).map_err(decode)?)
                     .await,
             ),
+            // Only the metadata group takes these; its group id never
+            // matches a queue name, so this is not reached.
+            RpcKind::MetaPropose => return Err(remote("not a queue RPC".into())),
         };
         reply.map_err(remote)
     }

@@ -14,6 +14,9 @@ pub enum RpcKind {
     Vote,
     /// install-snapshot (one chunk)
     InstallSnapshot,
+    /// A request for the leader of the cluster-metadata group, forwarded
+    /// by a node that does not lead it (see `crate::meta`).
+    MetaPropose,
 }
 
 impl RpcKind {
@@ -23,6 +26,7 @@ impl RpcKind {
             RpcKind::AppendEntries => kind::RAFT_APPEND_ENTRIES,
             RpcKind::Vote => kind::RAFT_VOTE,
             RpcKind::InstallSnapshot => kind::RAFT_INSTALL_SNAPSHOT,
+            RpcKind::MetaPropose => kind::META_PROPOSE,
         }
     }
 
@@ -32,6 +36,7 @@ impl RpcKind {
             kind::RAFT_APPEND_ENTRIES => Some(RpcKind::AppendEntries),
             kind::RAFT_VOTE => Some(RpcKind::Vote),
             kind::RAFT_INSTALL_SNAPSHOT => Some(RpcKind::InstallSnapshot),
+            kind::META_PROPOSE => Some(RpcKind::MetaPropose),
             _ => None,
         }
     }
