@@ -64,6 +64,7 @@ pub struct QuorumNode {
     config: QuorumConfig,
     raft_config: Arc<openraft::Config>,
     groups: Mutex<HashMap<GroupId, GroupCell>>,
+    metadata: std::sync::OnceLock<Arc<crate::meta::Metadata>>,
 }
 
 /// File in a group's directory naming its queue.
@@ -102,11 +103,28 @@ impl QuorumNode {
             config,
             raft_config: Arc::new(raft_config),
             groups: Mutex::new(HashMap::new()),
+            metadata: std::sync::OnceLock::new(),
         });
         for name in node.names_on_disk()? {
             node.ensure_open(&name, false).await?;
         }
         Ok(node)
+    }
+
+    /// The node-wide Raft log store (the metadata group keeps its log
+    /// there too, so one fsync covers both).
+    pub fn log_store(&self) -> &LogStore {
+        &self.store
+    }
+
+    /// The Raft timings every group of this node runs with.
+    pub fn raft_config(&self) -> Arc<openraft::Config> {
+        self.raft_config.clone()
+    }
+
+    /// Place queues by the cluster metadata from now on (see `crate::meta`).
+    pub fn attach_metadata(self: &Arc<Self>, metadata: Arc<crate::meta::Metadata>) {
+        let _ = self.metadata.set(metadata);
     }
 
     /// This node's id.
