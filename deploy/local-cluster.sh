@@ -203,7 +203,7 @@ cmd_add() {
     done
     ((${#members[@]})) || die "no running node to join"
     build
-    start_node "$new" "${members[@]}" "$new"
+    RAMQP_EXTRA_ARGS="${RAMQP_EXTRA_ARGS:-} --join" start_node "$new" "${members[@]}" "$new"
     # Every running node learns the new peer, then the cluster adds it.
     ctl "${members[0]}" add-node "$new" "127.0.0.1:$(fabric_port "$new")"
     wait_healthy "${members[@]}" "$new"

@@ -16,7 +16,11 @@ use tokio::task::JoinSet;
 use crate::config::BrokerConfig;
 use crate::engine::{self, ConnectionContext};
 use crate::forward::Forwarder;
-use crate::net::{kind, CallFuture, Envelope, LocalTransport, NodeHandler, NodeId, NodeTransport};
+use crate::meta::{MetaOptions, Metadata, NodeInfo, META_GROUP};
+use crate::net::{
+    kind, CallFuture, Envelope, FabricSettings, FabricTransport, LocalTransport, NodeHandler,
+    NodeId, NodeTransport,
+};
 use crate::queue::Registry;
 use crate::quorum::QuorumNode;
 
@@ -45,6 +49,12 @@ pub enum BrokerError {
     /// The configuration is inconsistent.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The fabric (inter-node gRPC) could not start.
+    #[error("fabric: {0}")]
+    Fabric(#[from] fabric::FabricError),
+    /// The cluster metadata could not be opened.
+    #[error("cluster metadata: {0}")]
+    Metadata(#[from] crate::meta::MetaError),
 }
 
 /// Where the node keeps its data: a directory the user named, or a
@@ -71,16 +81,21 @@ pub struct Broker {
     shutdown: watch::Sender<bool>,
     accept_task: tokio::task::JoinHandle<()>,
     quorum: Arc<QuorumNode>,
+    metadata: Arc<Metadata>,
     transport: Arc<dyn NodeTransport>,
+    /// The fabric, when this node runs in cluster mode between processes.
+    fabric: Option<Arc<FabricTransport>>,
     /// Registered (weakly) with the transport; kept alive here.
     _handler: Arc<NodeDispatcher>,
+    _admin: Option<Arc<crate::admin::AdminService>>,
     node_id: u64,
 }
 
-/// The node's one transport handler: Raft envelopes go to the quorum node,
-/// forwarding envelopes to the forwarder.
+/// The node's one transport handler: Raft envelopes go to the quorum node
+/// (or the metadata group's), forwarding envelopes to the forwarder.
 struct NodeDispatcher {
     quorum: Arc<QuorumNode>,
+    metadata: Arc<Metadata>,
     forwarder: Arc<Forwarder>,
 }
 
@@ -88,6 +103,10 @@ impl NodeHandler for NodeDispatcher {
     fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture {
         match envelope.kind {
             kind::FORWARD_CALL => self.forwarder.clone().handle(from, envelope),
+            _ if envelope.channel == META_GROUP => {
+                let metadata = self.metadata.clone();
+                Box::pin(async move { metadata.handle_rpc(envelope).await })
+            }
             _ => self.quorum.clone().handle_rpc(envelope),
         }
     }
@@ -144,14 +163,46 @@ impl Broker {
             addr: config.listen,
             source,
         })?;
-        let transport: Arc<dyn NodeTransport> = match transport {
-            Some(transport) => transport,
-            None => LocalTransport::new(),
+        let quorum_config = effective_quorum_config(&config);
+        let node_id = quorum_config.node_id;
+        let (transport, fabric): (Arc<dyn NodeTransport>, _) = match transport {
+            Some(transport) => (transport, None),
+            None => match config.cluster.fabric_listen {
+                Some(listen) => {
+                    let fabric = FabricTransport::start(FabricSettings {
+                        node_id,
+                        cluster_name: config.cluster.name.clone(),
+                        listen,
+                        peers: config
+                            .cluster
+                            .peers
+                            .iter()
+                            .map(|p| (p.id, p.fabric))
+                            .collect(),
+                        max_message_bytes: config.cluster.max_message_bytes,
+                        call_timeout: Duration::from_millis(config.cluster.call_timeout_ms),
+                    })
+                    .await?;
+                    (fabric.clone() as Arc<dyn NodeTransport>, Some(fabric))
+                }
+                None => (LocalTransport::new() as Arc<dyn NodeTransport>, None),
+            },
         };
-        let quorum = QuorumNode::open(data_dir.path(), transport.clone(), config.quorum.clone())
+        let quorum = QuorumNode::open(data_dir.path(), transport.clone(), quorum_config.clone())
             .await
             .map_err(BrokerError::Quorum)?;
-        let forwarder = Forwarder::new(transport.clone(), config.quorum.clone(), quorum.clone());
+        let metadata = Metadata::open(
+            node_id,
+            &data_dir.path().join("meta"),
+            quorum.log_store(),
+            transport.clone(),
+            quorum.raft_config(),
+            initial_members(&config, &quorum_config),
+            MetaOptions::new(quorum_config.replication_factor),
+        )
+        .await?;
+        quorum.attach_metadata(metadata.clone());
+        let forwarder = Forwarder::new(transport.clone(), quorum_config.clone(), quorum.clone());
         let registry = Arc::new(Registry::with_forwarding(
             config.queues.clone(),
             Some(quorum.clone()),
@@ -160,10 +211,29 @@ impl Broker {
         forwarder.set_registry(&registry);
         let handler = Arc::new(NodeDispatcher {
             quorum: quorum.clone(),
+            metadata: metadata.clone(),
             forwarder,
         });
         let weak: std::sync::Weak<dyn NodeHandler> = Arc::downgrade(&handler) as _;
-        transport.register(config.quorum.node_id, weak);
+        transport.register(node_id, weak);
+        if let Some(fabric) = &fabric {
+            // Ends by itself when the node stops (it holds weak handles).
+            let _ = fabric.follow_members(&metadata);
+        }
+        let admin = fabric.as_ref().map(|fabric| {
+            let admin = Arc::new(crate::admin::AdminService::new(
+                node_id,
+                local_addr,
+                registry.clone(),
+                quorum.clone(),
+                metadata.clone(),
+                fabric.clone(),
+                config.cluster.allow_fault_injection,
+            ));
+            let weak: std::sync::Weak<dyn crate::net::AdminHandler> = Arc::downgrade(&admin) as _;
+            fabric.set_admin(weak);
+            admin
+        });
         let (shutdown, shutdown_rx) = watch::channel(false);
         let container_id = config
             .container_id
@@ -184,9 +254,12 @@ impl Broker {
             shutdown,
             accept_task,
             quorum,
+            metadata,
             transport,
+            fabric,
             _handler: handler,
-            node_id: config.quorum.node_id,
+            _admin: admin,
+            node_id,
         })
     }
 
@@ -233,8 +306,61 @@ impl Broker {
             accept_task.abort();
         }
         self.quorum.shutdown().await;
+        self.metadata.shutdown().await;
+        if let Some(fabric) = &self.fabric {
+            fabric.shutdown().await;
+        }
         tracing::info!(local_addr = %self.local_addr, "broker stopped");
     }
+
+    /// The cluster metadata as this node has applied it.
+    pub fn metadata(&self) -> &Arc<Metadata> {
+        &self.metadata
+    }
+
+    /// The fabric's listen address, in cluster mode.
+    pub fn fabric_addr(&self) -> Option<SocketAddr> {
+        self.fabric.as_ref().map(|f| f.local_addr())
+    }
+}
+
+/// The quorum settings with the cluster's members filled in: in cluster
+/// mode without an explicit `quorum.members`, this node and its peers.
+fn effective_quorum_config(config: &BrokerConfig) -> crate::config::QuorumConfig {
+    let mut quorum = config.quorum.clone();
+    if quorum.members.is_empty() && !config.cluster.peers.is_empty() {
+        quorum.members = std::iter::once(quorum.node_id)
+            .chain(config.cluster.peers.iter().map(|p| p.id))
+            .collect();
+        quorum.members.sort_unstable();
+        quorum.members.dedup();
+    }
+    quorum
+}
+
+/// The member set a fresh cluster's metadata group starts with: the same
+/// on every node (ids and fabric addresses from the shared peer lists). A
+/// node joining a running cluster starts with none and is added by an
+/// operator (`ramqp-ctl add-node`).
+fn initial_members(
+    config: &BrokerConfig,
+    quorum: &crate::config::QuorumConfig,
+) -> std::collections::BTreeMap<NodeId, NodeInfo> {
+    if config.cluster.join {
+        return Default::default();
+    }
+    let mut members: std::collections::BTreeMap<NodeId, NodeInfo> =
+        crate::quorum::cluster_members(quorum)
+            .into_iter()
+            .map(|id| (id, NodeInfo::default()))
+            .collect();
+    for peer in &config.cluster.peers {
+        members.entry(peer.id).or_default().fabric = peer.fabric.to_string();
+    }
+    if let Some(listen) = config.cluster.fabric_listen {
+        members.entry(quorum.node_id).or_default().fabric = listen.to_string();
+    }
+    members
 }
 
 fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
@@ -255,6 +381,21 @@ fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
             "sasl.allow_anonymous is off and no sasl.users are configured: nobody could connect"
                 .into(),
         ));
+    }
+    let cluster = &config.cluster;
+    if cluster.peers.iter().any(|p| p.id == config.quorum.node_id) {
+        return Err(BrokerError::Config(format!(
+            "cluster.peers lists this node's own id {}",
+            config.quorum.node_id
+        )));
+    }
+    if cluster.fabric_listen.is_none() && (!cluster.peers.is_empty() || cluster.join) {
+        return Err(BrokerError::Config(
+            "cluster.peers and cluster.join need cluster.fabric_listen".into(),
+        ));
+    }
+    if config.quorum.node_id == 0 {
+        return Err(BrokerError::Config("quorum.node_id 0 is reserved".into()));
     }
     for name in &config.queues.declare {
         crate::queue::QueueAddress::parse(&format!("/queues/{name}"))

@@ -216,6 +216,9 @@ pub struct ClusterConfig {
     pub max_message_bytes: usize,
     /// How long a fabric request may take before it fails.
     pub call_timeout_ms: u64,
+    /// This node joins a running cluster: it does not bootstrap the
+    /// metadata group, an operator adds it (`ramqp-ctl add-node`).
+    pub join: bool,
     /// Accept `ramqp-ctl isolate`/`heal` (cut this node off from its peers
     /// and back): for partition tests, never for production.
     pub allow_fault_injection: bool,
@@ -229,6 +232,7 @@ impl Default for ClusterConfig {
             peers: Vec::new(),
             max_message_bytes: 64 * 1024 * 1024,
             call_timeout_ms: 10_000,
+            join: false,
             allow_fault_injection: false,
         }
     }

@@ -166,6 +166,17 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_CLUSTER_NAME", value_name = "NAME")]
     pub cluster_name: Option<String>,
 
+    /// Join a running cluster instead of bootstrapping one: the node waits
+    /// until an operator adds it (`ramqp-ctl add-node ID HOST:PORT` on a
+    /// member). Give the current members as --peer.
+    #[arg(
+        long,
+        env = "RAMQP_JOIN",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    pub join: bool,
+
     /// Let `ramqp-ctl isolate` cut this node off from its peers (fault
     /// injection for partition tests; never in production).
     #[arg(

@@ -197,6 +197,9 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(name) = &cli.cluster_name {
         broker.cluster.name = name.clone();
     }
+    if cli.join {
+        broker.cluster.join = true;
+    }
     if cli.allow_fault_injection {
         broker.cluster.allow_fault_injection = true;
     }
@@ -235,6 +238,7 @@ mod tests {
         "RAMQP_PEERS",
         "RAMQP_CLUSTER_NAME",
         "RAMQP_ALLOW_FAULT_INJECTION",
+        "RAMQP_JOIN",
     ];
 
     /// Parse `args` with exactly the given RAMQP_* variables set.

@@ -259,4 +259,77 @@ impl NodeTransport for FabricTransport {
             *write(&self.relay.node) = None;
         }
     }
+
+    fn learn_peer(&self, node: NodeId, addr: &str) {
+        let Some(fabric) = self.fabric() else {
+            return;
+        };
+        if node == self.node_id || addr.is_empty() || fabric.peers().contains_key(&node) {
+            return;
+        }
+        match addr.parse() {
+            Ok(addr) => {
+                tracing::info!(node, %addr, "fabric: new peer from a Raft membership");
+                fabric.add_peer(node, addr);
+            }
+            Err(e) => tracing::warn!(node, addr, error = %e, "fabric: bad peer address"),
+        }
+    }
+}
+
+impl FabricTransport {
+    /// Keep the fabric's peers equal to the cluster's members as the
+    /// metadata records them: a node added or removed anywhere is dialled
+    /// or dropped here, without a restart.
+    pub(crate) fn follow_members(
+        self: &Arc<Self>,
+        metadata: &Arc<crate::meta::Metadata>,
+    ) -> tokio::task::JoinHandle<()> {
+        let transport = Arc::downgrade(self);
+        let metadata = Arc::downgrade(metadata);
+        let mut changes = match metadata.upgrade() {
+            Some(m) => m.changes(),
+            None => return tokio::spawn(async {}),
+        };
+        tokio::spawn(async move {
+            loop {
+                let (Some(transport), Some(metadata)) = (transport.upgrade(), metadata.upgrade())
+                else {
+                    return;
+                };
+                transport.sync_peers(&metadata.members());
+                drop((transport, metadata));
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+    }
+
+    fn sync_peers(&self, members: &BTreeMap<NodeId, crate::meta::NodeInfo>) {
+        let Some(fabric) = self.fabric() else {
+            return;
+        };
+        // Before the first membership is applied the list is empty: keep
+        // the configured peers.
+        if members.is_empty() {
+            return;
+        }
+        let known = fabric.peers();
+        for (id, info) in members {
+            if *id == self.node_id || known.contains_key(id) {
+                continue;
+            }
+            if let Ok(addr) = info.fabric.parse() {
+                tracing::info!(node = id, %addr, "fabric: dialling a new member");
+                fabric.add_peer(*id, addr);
+            }
+        }
+        for id in known.keys() {
+            if !members.contains_key(id) {
+                tracing::info!(node = id, "fabric: dropping a removed member");
+                fabric.remove_peer(*id);
+            }
+        }
+    }
 }

@@ -105,4 +105,10 @@ pub trait NodeTransport: Send + Sync + 'static {
     fn register(&self, node: NodeId, handler: Weak<dyn NodeHandler>);
     /// Make `node` unreachable (it stopped).
     fn unregister(&self, node: NodeId);
+    /// A Raft membership names `node` at `addr` (e.g. a learner being
+    /// added): start reaching it there if it is not known yet. In-process
+    /// transports know every node already.
+    fn learn_peer(&self, node: NodeId, addr: &str) {
+        let _ = (node, addr);
+    }
 }

@@ -46,7 +46,8 @@ where
 {
     type Network = GroupConnection;
 
-    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> GroupConnection {
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> GroupConnection {
+        self.transport.learn_peer(target, &node.addr);
         GroupConnection {
             transport: self.transport.clone(),
             node_id: self.node_id,

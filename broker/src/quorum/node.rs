@@ -127,6 +127,19 @@ impl QuorumNode {
         let _ = self.metadata.set(metadata);
     }
 
+    /// Hand the leadership of `queue` (every queue this node leads when
+    /// `None`) to `to` (or whichever replica wins). A summary on success.
+    pub async fn move_leadership(
+        &self,
+        queue: Option<&str>,
+        to: Option<NodeId>,
+    ) -> Result<String, QuorumError> {
+        let _ = (queue, to);
+        Err(QuorumError::Raft(
+            "moving leadership is not built yet".into(),
+        ))
+    }
+
     /// This node's id.
     pub fn node_id(&self) -> NodeId {
         self.node_id

@@ -4,6 +4,10 @@
 //! Both ends are ours, so the wire form is postcard; the CLI renders it as
 //! a table or JSON.
 
+mod service;
+
+pub(crate) use service::AdminService;
+
 use serde::{Deserialize, Serialize};
 
 /// What an operator asks a node.

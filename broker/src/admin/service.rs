@@ -1,0 +1,213 @@
+//! [`AdminService`]: answers the operator's requests (`ramqp-ctl`) that
+//! reach this node over the fabric, from the node's own view: its registry,
+//! its Raft groups, the cluster metadata and the fabric's links.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{AdminRequest, AdminResponse, MemberStatus, NodeStatus, QueueStatus};
+use crate::meta::{Metadata, NodeInfo};
+use crate::net::{AdminHandler, FabricTransport, NodeId};
+use crate::queue::{Queue, Registry};
+use crate::quorum::QuorumNode;
+
+/// The node's side of `ramqp-ctl`.
+pub(crate) struct AdminService {
+    node_id: NodeId,
+    amqp: SocketAddr,
+    registry: Arc<Registry>,
+    quorum: Arc<QuorumNode>,
+    metadata: Arc<Metadata>,
+    fabric: Arc<FabricTransport>,
+    allow_fault_injection: bool,
+}
+
+impl AdminService {
+    pub(crate) fn new(
+        node_id: NodeId,
+        amqp: SocketAddr,
+        registry: Arc<Registry>,
+        quorum: Arc<QuorumNode>,
+        metadata: Arc<Metadata>,
+        fabric: Arc<FabricTransport>,
+        allow_fault_injection: bool,
+    ) -> AdminService {
+        AdminService {
+            node_id,
+            amqp,
+            registry,
+            quorum,
+            metadata,
+            fabric,
+            allow_fault_injection,
+        }
+    }
+
+    async fn answer(&self, request: AdminRequest) -> AdminResponse {
+        match request {
+            AdminRequest::Status => AdminResponse::Status(self.status()),
+            AdminRequest::AddNode { id, fabric } => {
+                let addr: SocketAddr = match fabric.parse() {
+                    Ok(addr) => addr,
+                    Err(e) => {
+                        return AdminResponse::Failed(format!("fabric address {fabric}: {e}"))
+                    }
+                };
+                // This node dials it at once; the others learn it from the
+                // metadata (and the leader from the learner's address).
+                self.fabric.add_peer(id, addr);
+                let info = NodeInfo { fabric, amqp: None };
+                match self.metadata.add_node(id, info).await {
+                    Ok(()) => AdminResponse::Done(format!("node {id} is a member")),
+                    Err(e) => AdminResponse::Failed(e.to_string()),
+                }
+            }
+            AdminRequest::RemoveNode { id } => match self.metadata.remove_node(id).await {
+                Ok(()) => AdminResponse::Done(format!("node {id} removed")),
+                Err(e) => AdminResponse::Failed(e.to_string()),
+            },
+            AdminRequest::MoveLeadership { queue, to } => {
+                match self.quorum.move_leadership(queue.as_deref(), to).await {
+                    Ok(summary) => AdminResponse::Done(summary),
+                    Err(e) => AdminResponse::Failed(e.to_string()),
+                }
+            }
+            AdminRequest::Isolate { isolated } => {
+                if !self.allow_fault_injection {
+                    return AdminResponse::Failed(
+                        "fault injection is off on this node (--allow-fault-injection)".into(),
+                    );
+                }
+                self.fabric.set_isolated(isolated);
+                AdminResponse::Done(format!(
+                    "node {} {}",
+                    self.node_id,
+                    if isolated { "isolated" } else { "healed" }
+                ))
+            }
+        }
+    }
+
+    fn status(&self) -> NodeStatus {
+        let links: BTreeMap<NodeId, (SocketAddr, bool)> = self
+            .fabric
+            .peers()
+            .into_iter()
+            .map(|(id, addr, up)| (id, (addr, up)))
+            .collect();
+        let mut members: BTreeMap<NodeId, MemberStatus> = BTreeMap::new();
+        for (id, info) in self.metadata.members() {
+            members.insert(
+                id,
+                MemberStatus {
+                    id,
+                    fabric: info.fabric,
+                    reachable: id == self.node_id || links.get(&id).is_some_and(|l| l.1),
+                },
+            );
+        }
+        if members.is_empty() {
+            // Before the metadata's first entry is applied: the peers
+            // this node was configured with.
+            for (id, (addr, up)) in &links {
+                members.insert(
+                    *id,
+                    MemberStatus {
+                        id: *id,
+                        fabric: addr.to_string(),
+                        reachable: *up,
+                    },
+                );
+            }
+            members.insert(
+                self.node_id,
+                MemberStatus {
+                    id: self.node_id,
+                    fabric: self.fabric.local_addr().to_string(),
+                    reachable: true,
+                },
+            );
+        }
+        NodeStatus {
+            node_id: self.node_id,
+            amqp: self.amqp.to_string(),
+            members: members.into_values().collect(),
+            metadata_leader: self.metadata.leader(),
+            queues: self.queues(),
+        }
+    }
+
+    fn queues(&self) -> Vec<QueueStatus> {
+        let mut queues: BTreeMap<String, QueueStatus> = BTreeMap::new();
+        for info in self.metadata.queues() {
+            let address = format!("/quorum/{}", info.name);
+            queues.insert(
+                address.clone(),
+                QueueStatus {
+                    address,
+                    leader: None,
+                    members: info.members,
+                    ready: 0,
+                    unsettled: 0,
+                    consumers: 0,
+                    applied_index: None,
+                },
+            );
+        }
+        for queue in self.quorum.queues() {
+            let stats = queue.stats();
+            let metrics = queue.metrics().borrow().clone();
+            let entry = queues
+                .entry(stats.address.clone())
+                .or_insert_with(|| QueueStatus {
+                    address: stats.address.clone(),
+                    leader: None,
+                    members: metrics.membership_config.membership().voter_ids().collect(),
+                    ready: 0,
+                    unsettled: 0,
+                    consumers: 0,
+                    applied_index: None,
+                });
+            entry.leader = metrics.current_leader;
+            entry.ready = stats.ready;
+            entry.unsettled = stats.unsettled;
+            entry.consumers = stats.consumers;
+            entry.applied_index = metrics.last_applied.map(|id| id.index);
+        }
+        for stats in self.registry.stats() {
+            if stats.address.starts_with("/quorum/") {
+                continue;
+            }
+            queues.insert(
+                stats.address.clone(),
+                QueueStatus {
+                    address: stats.address,
+                    leader: Some(self.node_id),
+                    members: Vec::new(),
+                    ready: stats.ready,
+                    unsettled: stats.unsettled,
+                    consumers: stats.consumers,
+                    applied_index: None,
+                },
+            );
+        }
+        queues.into_values().collect()
+    }
+}
+
+impl AdminHandler for AdminService {
+    fn admin(self: Arc<Self>, payload: Bytes) -> fabric::BoxFuture<'static, Bytes> {
+        Box::pin(async move {
+            let response = match postcard::from_bytes::<AdminRequest>(&payload) {
+                Ok(request) => self.answer(request).await,
+                Err(e) => AdminResponse::Failed(format!("bad admin request: {e}")),
+            };
+            postcard::to_allocvec(&response)
+                .map(Bytes::from)
+                .unwrap_or_default()
+        })
+    }
+}
