@@ -109,10 +109,13 @@ start_node() {
         --data-dir "$dir/data" \
         ${RAMQP_EXTRA_ARGS:-} \
         >"$dir/stdout" 2>"$dir/log" </dev/null &
-    echo $! >"$(pid_file "$id")"
+    local pid=$!
+    echo "$pid" >"$(pid_file "$id")"
     local deadline=$((SECONDS + health_timeout))
     until grep -q "listening on" "$dir/stdout" 2>/dev/null; do
-        if ! running "$id"; then
+        # kill -0, not `running`: right after the fork the child may not
+        # have exec'd ramqp-brokerd yet.
+        if ! kill -0 "$pid" 2>/dev/null; then
             tail -n 20 "$dir/log" >&2
             die "node $id exited during start-up (log: $dir/log)"
         fi
