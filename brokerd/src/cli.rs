@@ -86,7 +86,7 @@ pub struct Cli {
 
     /// Log filter: a level (error, warn, info, debug, trace) or a
     /// tracing-subscriber directive list such as "info,broker=debug"
-    /// [default: info].
+    /// [default: info,openraft=error,openraft::replication=off].
     #[arg(long, env = "RAMQP_LOG_LEVEL", value_name = "FILTER")]
     pub log_level: Option<String>,
 

@@ -31,6 +31,12 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::ne
 /// directory instead, which a long-running node must not.
 pub const DEFAULT_DATA_DIR: &str = "ramqp-data";
 
+/// The default log filter. openraft reports every failed RPC to an
+/// unreachable peer at WARN/ERROR, per group, twice a second: with many
+/// queues and one node down that would bury everything else. Our own code
+/// logs what matters about leadership and failures at INFO/WARN.
+pub const DEFAULT_LOG_FILTER: &str = "info,openraft=error,openraft::replication=off";
+
 /// The `[log]` table of the config file.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -44,7 +50,7 @@ pub struct LogConfig {
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
-            level: "info".to_owned(),
+            level: DEFAULT_LOG_FILTER.to_owned(),
             format: LogFormat::Text,
         }
     }

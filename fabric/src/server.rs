@@ -191,7 +191,13 @@ impl Reader {
                     Ok(Some(batch)) => self.batch(batch),
                     Ok(None) => break,
                     Err(status) => {
-                        tracing::warn!(peer = self.from, code = ?status.code(), msg = status.message(), "fabric inbound stream failed");
+                        // A client (ramqp-ctl) hanging up after its answer
+                        // is the normal end of its stream, not news.
+                        if self.from == crate::CLIENT_NODE_ID {
+                            tracing::debug!(code = ?status.code(), msg = status.message(), "fabric client stream ended");
+                        } else {
+                            tracing::warn!(peer = self.from, code = ?status.code(), msg = status.message(), "fabric inbound stream failed");
+                        }
                         *lock(&self.end) = Some(status);
                         break;
                     }

@@ -166,6 +166,9 @@ PUBLISHER = textwrap.dedent(
 
     url, address = sys.argv[1], sys.argv[2]
     window, limit, deadline_s = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    # "reconnect": url is a comma-separated list; on a lost connection
+    # Proton dials the next one and re-opens the link.
+    reconnect = len(sys.argv) > 6 and sys.argv[6] == "reconnect"
 
     def emit(line):
         sys.stdout.write(line + "\\n")
@@ -184,8 +187,22 @@ PUBLISHER = textwrap.dedent(
 
         def on_start(self, event):
             event.container.schedule(deadline_s, self)
-            conn = event.container.connect(url, reconnect=False)
-            event.container.create_sender(conn, address)
+            self.urls = url.split(",")
+            self.attempt = 0
+            self.conn = None
+            self.open_link(event.container)
+
+        def open_link(self, container):
+            # Our own reconnect: Proton's stops after a broker closes the
+            # connection cleanly (amqp:connection:forced on SIGTERM).
+            target = self.urls[self.attempt % len(self.urls)]
+            self.attempt += 1
+            self.conn = container.connect(target, reconnect=False)
+            # Proton hands out a new wrapper object per event; an attribute
+            # set here is stored on the connection itself and tells
+            # events of this connection from late ones of an old one.
+            self.conn.attempt = self.attempt
+            container.create_sender(self.conn, address)
 
         def on_timer_task(self, event):
             emit("TIMEOUT")
@@ -225,13 +242,34 @@ PUBLISHER = textwrap.dedent(
             if event.link.remote_condition:
                 emit("DETACHED " + str(event.link.remote_condition.name))
 
-        def on_disconnected(self, event):
+        def lost(self, event):
+            if self.conn is None or getattr(event.connection, "attempt", None) != self.attempt:
+                return  # a late event of an old connection
             emit("DISCONNECTED")
-            event.container.stop()
+            if not reconnect:
+                event.container.stop()
+                return
+            # Outcomes of what was in flight are lost with the connection:
+            # those publishes count as not accepted.
+            self.in_flight = 0
+            self.conn = None
+            event.container.schedule(0.2, Retry(self))
+
+        def on_disconnected(self, event):
+            self.lost(event)
 
         def on_transport_error(self, event):
-            emit("DISCONNECTED")
-            event.container.stop()
+            self.lost(event)
+
+        def on_connection_error(self, event):
+            self.lost(event)
+
+    class Retry:
+        def __init__(self, client):
+            self.client = client
+
+        def on_timer_task(self, event):
+            self.client.open_link(event.container)
 
     Container(Publisher()).run()
     """
@@ -244,6 +282,7 @@ CONSUMER = textwrap.dedent(
     from proton.reactor import Container
 
     url, address, credit, deadline_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    reconnect = len(sys.argv) > 5 and sys.argv[5] == "reconnect"
 
     def emit(line):
         sys.stdout.write(line + "\\n")
@@ -255,8 +294,17 @@ CONSUMER = textwrap.dedent(
 
         def on_start(self, event):
             event.container.schedule(deadline_s, self)
-            conn = event.container.connect(url, reconnect=False)
-            event.container.create_receiver(conn, address)
+            self.urls = url.split(",")
+            self.attempt = 0
+            self.conn = None
+            self.open_link(event.container)
+
+        def open_link(self, container):
+            target = self.urls[self.attempt % len(self.urls)]
+            self.attempt += 1
+            self.conn = container.connect(target, reconnect=False)
+            self.conn.attempt = self.attempt
+            container.create_receiver(self.conn, address)
 
         def on_timer_task(self, event):
             emit("TIMEOUT")
@@ -269,13 +317,31 @@ CONSUMER = textwrap.dedent(
             if event.link.remote_condition:
                 emit("DETACHED " + str(event.link.remote_condition.name))
 
-        def on_disconnected(self, event):
+        def lost(self, event):
+            if self.conn is None or getattr(event.connection, "attempt", None) != self.attempt:
+                return
             emit("DISCONNECTED")
-            event.container.stop()
+            if not reconnect:
+                event.container.stop()
+                return
+            self.conn = None
+            event.container.schedule(0.2, Retry(self))
+
+        def on_disconnected(self, event):
+            self.lost(event)
 
         def on_transport_error(self, event):
-            emit("DISCONNECTED")
-            event.container.stop()
+            self.lost(event)
+
+        def on_connection_error(self, event):
+            self.lost(event)
+
+    class Retry:
+        def __init__(self, client):
+            self.client = client
+
+        def on_timer_task(self, event):
+            self.client.open_link(event.container)
 
     Container(Consumer()).run()
     """
@@ -332,6 +398,17 @@ class ClientProcess:
             if at > moment and line.startswith(prefix):
                 return at
         return None
+
+    def longest_gap(self, kind, after, until):
+        """The longest time between two consecutive `kind` events (or
+        between `after` and the first one) in the window [after, until]."""
+        prefix = kind + " "
+        times = [at for at, line in list(self.lines) if line.startswith(prefix) and after <= at <= until]
+        previous, longest = after, 0.0
+        for at in times:
+            longest = max(longest, at - previous)
+            previous = at
+        return max(longest, until - previous) if times else until - after
 
     def stop(self):
         if self.proc.poll() is None:

@@ -103,14 +103,14 @@ def test_kill_9_of_the_leader_under_load(cluster3):
         assert new_leader != leader
         before = publisher.count("A")
         publisher.wait_for(
-            lambda p: p.count("A") >= before + 200 or p.count("A") >= 6000,
+            lambda p: p.count("A") >= before + 200 or "END" in p.events(),
             RESUME_BOUND_S + 10,
             "publishing to resume on the new leader",
         )
-        resumed_at = publisher.first_after("A", killed_at + 0.001)
+        gap = publisher.longest_gap("A", killed_at, time.monotonic())
         print(f"\nkill -9 of leader {leader}: new leader {new_leader}, "
-              f"publishing resumed {resumed_at - killed_at:.2f}s after the kill")
-        assert resumed_at - killed_at < RESUME_BOUND_S
+              f"longest pause in accepts after the kill {gap:.2f}s")
+        assert gap < RESUME_BOUND_S
 
         # The old leader comes back on its data and catches up.
         cluster3.nodes[leader].restart()
@@ -135,11 +135,13 @@ def test_isolated_leader_refuses_and_majority_serves(cluster3):
     declare(cluster3, 1, address)
     leader = cluster3.leader_of(address)
     a, b = [n for n in cluster3.nodes if n != leader]
-    publisher, consumer = run_load(cluster3, a, b, address, limit=4000)
+    publisher, consumer = run_load(cluster3, a, b, address, limit=30000)
     try:
         publisher.wait_for(lambda p: p.count("A") >= 500, 60, "500 accepts before the cut")
         cluster3.ctl(leader, "isolate")
         cut_at = time.monotonic()
+        majority_leader = cluster3.leader_of(address, asking=a, exclude=(leader,))
+        assert majority_leader in (a, b)
         # A client on the minority side: a publish there is never accepted.
         with connection(cluster3.url(leader)) as conn:
             sender = conn.create_sender(address)
@@ -151,12 +153,14 @@ def test_isolated_leader_refuses_and_majority_serves(cluster3):
                 print(f"\nminority publish refused: {refused!r}")
         before = publisher.count("A")
         publisher.wait_for(
-            lambda p: p.count("A") >= before + 200 or p.count("A") >= 4000,
+            lambda p: p.count("A") >= before + 200 or "END" in p.events(),
             RESUME_BOUND_S + 10,
             "the majority to keep serving",
         )
-        print(f"\nisolated leader {leader}: majority resumed "
-              f"{publisher.first_after('A', cut_at) - cut_at:.2f}s after the cut")
+        gap = publisher.longest_gap("A", cut_at, time.monotonic())
+        print(f"\nisolated leader {leader}: majority leader {majority_leader}, "
+              f"longest pause in accepts after the cut {gap:.2f}s")
+        assert gap < RESUME_BOUND_S
         cluster3.ctl(leader, "heal")
         cluster3.wait_healthy()
     except BaseException:
@@ -166,31 +170,46 @@ def test_isolated_leader_refuses_and_majority_serves(cluster3):
     finish_and_check(publisher, consumer, "isolate and heal the leader")
 
 
-def test_rolling_restart_under_load(cluster3):
-    """SIGTERM each node in turn (the clients sit on the node that stays
-    up longest); leadership is handed away before each exit."""
+def test_rolling_restart_of_all_three_nodes_under_load(cluster3):
+    """SIGTERM each node in turn and start it again, while a publisher and
+    a consumer run. They list every node and reconnect when theirs goes
+    (publishes in flight at that moment count as not accepted);
+    leadership is handed away before each exit."""
     address = "/quorum/rolling"
     declare(cluster3, 1, address)
-    client_node = 3
-    publisher, consumer = run_load(cluster3, client_node, client_node, address, limit=8000)
+    urls = ",".join(cluster3.url(n) for n in (3, 1, 2))
+    consumer = ClientProcess(CONSUMER, urls, address, 200, 180, "reconnect")
+    publisher = ClientProcess(PUBLISHER, urls, address, 100, 12000, 180, "reconnect")
     gaps = []
     try:
         publisher.wait_for(lambda p: p.count("A") >= 500, 60, "500 accepts before the restarts")
-        for node in (1, 2):
+        for node in (1, 2, 3):
             stopped_at = time.monotonic()
-            assert cluster3.nodes[node].stop() == 0
+            assert cluster3.nodes[node].stop() == 0, cluster3.nodes[node].stderr_tail()
             before = publisher.count("A")
             publisher.wait_for(
-                lambda p: p.count("A") >= before + 100 or p.count("A") >= 8000,
-                RESUME_BOUND_S,
+                lambda p: p.count("A") >= before + 100 or "END" in p.events(),
+                RESUME_BOUND_S + 10,
                 f"publishing while node {node} is down",
             )
-            gaps.append(publisher.first_after("A", stopped_at) - stopped_at)
+            gaps.append(publisher.longest_gap("A", stopped_at, time.monotonic()))
             cluster3.nodes[node].restart()
             cluster3.wait_healthy()
-    except BaseException:
+        publisher.wait_for(
+            lambda p: any(line in ("END", "EOF") for line in p.events()),
+            120,
+            "publisher to finish",
+        )
+        accepted = set(publisher.ids("A"))
+        consumer.wait_for(
+            lambda c: accepted <= set(c.ids("R")),
+            60,
+            "consumer to receive every accepted message",
+        )
+    finally:
         publisher.stop()
         consumer.stop()
-        raise
-    print(f"\nrolling restart: first accept after each SIGTERM: {[f'{g:.2f}s' for g in gaps]}")
-    finish_and_check(publisher, consumer, "rolling restart")
+    print(f"\nrolling restart: longest pause in accepts after each SIGTERM: {[f'{g:.2f}s' for g in gaps]}")
+    lost, _ = check_no_loss(publisher, consumer, "rolling restart of all three nodes")
+    assert not lost, f"{len(lost)} accepted messages lost, e.g. {sorted(lost)[:10]}"
+    assert max(gaps) < RESUME_BOUND_S
