@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Per-message cost of the broker, independent of machine noise: user-space
+# instructions (valgrind --tool=callgrind) and heap allocations (valgrind
+# --tool=dhat) per publish+deliver+accept, for a transient and a quorum
+# queue (bench-compare/README.md, "Per-message cost").
+#
+#   bench-compare/permsg.sh                      # N1 2,000 / N2 12,000, 256 B bodies
+#   bench-compare/permsg.sh --n1 1000 --n2 5000 --scenarios transient --tools callgrind
+#
+# Method: the real ramqp-brokerd release binary runs under valgrind; the
+# `latency` bin (raw client, its own process, not measured) drives N
+# messages through it, closed loop, one in flight, each publish confirmed
+# (`accepted`) and each delivery accepted by the consumer. The broker is
+# started, driven with N1 and stopped, then the same with N2; everything that
+# does not depend on N (start-up, connections, attaches, shutdown) cancels in
+#   per message = (total(N2) - total(N1)) / (N2 - N1).
+#
+# Results: a table on stdout and docs/benchmarks/results/<UTC>/permsg.json
+# (or --out DIR), with the raw totals of every run and the valgrind logs.
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: bench-compare/permsg.sh [--n1 N] [--n2 N] [--payload BYTES] [--out DIR]
+                               [--scenarios LIST] [--tools LIST] [--no-build]
+  --n1, --n2     messages of the short and the long run (default 2000, 12000)
+  --payload      body bytes (default 256)
+  --scenarios    comma-separated subset of transient,quorum (default both)
+  --tools        comma-separated subset of callgrind,dhat (default both)
+  --out DIR      results folder (default docs/benchmarks/results/<UTC date-time>)
+  --no-build     use the binaries already in $CARGO_TARGET_DIR/release
+Environment: CARGO_TARGET_DIR (build dir), VALGRIND (default /usr/bin/valgrind),
+PERMSG_TIMEOUT_MS (the latency bin's limit on every single wait, default 60000).
+EOF
+}
+
+N1=2000
+N2=12000
+PAYLOAD=256
+SCENARIOS=transient,quorum
+TOOLS=callgrind,dhat
+OUT=
+BUILD=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --n1) N1=$2; shift ;;
+    --n2) N2=$2; shift ;;
+    --payload) PAYLOAD=$2; shift ;;
+    --scenarios) SCENARIOS=$2; shift ;;
+    --tools) TOOLS=$2; shift ;;
+    --out) OUT=$2; shift ;;
+    --no-build) BUILD=0 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+if ! [ "$N2" -gt "$N1" ] 2>/dev/null; then
+    echo "--n2 ($N2) must be larger than --n1 ($N1)" >&2
+    exit 2
+fi
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCRIPT_DIR/.." && pwd)
+cd "$REPO"
+VALGRIND=${VALGRIND:-/usr/bin/valgrind}
+WAIT_MS=${PERMSG_TIMEOUT_MS:-60000}
+STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
+OUT=${OUT:-$REPO/docs/benchmarks/results/$STAMP}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+WORK=$OUT/permsg-work
+mkdir -p "$WORK"
+TARGET=${CARGO_TARGET_DIR:-$REPO/target}
+BIN=$TARGET/release
+
+log() { echo "[permsg.sh $(date -u +%H:%M:%S)] $*" >&2; }
+
+if [ ! -x "$VALGRIND" ]; then
+    echo "valgrind not found at $VALGRIND (apt-get install valgrind)" >&2
+    exit 1
+fi
+if [ "$BUILD" = 1 ]; then
+    log "building (release) into $TARGET"
+    cargo build --release -p ramqp-brokerd -p ramqp-bench-compare --bin latency
+fi
+
+BROKER_PID=
+cleanup() {
+    if [ -n "$BROKER_PID" ]; then
+        kill -TERM "$BROKER_PID" 2>/dev/null || true
+        wait "$BROKER_PID" 2>/dev/null || true
+    fi
+}
+trap cleanup EXIT
+
+# run_once SCENARIO TOOL N: sets RESULT to the tool's total (instructions,
+# or "blocks bytes" for dhat); logs under $WORK/SCENARIO-TOOL-N.*
+run_once() {
+    local scenario=$1 tool=$2 n=$3
+    local name=$scenario-$tool-$n
+    local data=$WORK/$name.data out=$WORK/$name.stdout vlog=$WORK/$name.valgrind.log
+    local address addr i flags
+    case "$scenario" in
+    transient) address=/queues/permsg ;;
+    quorum) address=/quorum/permsg ;;
+    *) echo "unknown scenario: $scenario" >&2; return 1 ;;
+    esac
+    case "$tool" in
+    callgrind) flags=(--tool=callgrind "--callgrind-out-file=$WORK/$name.callgrind.out") ;;
+    dhat) flags=(--tool=dhat "--dhat-out-file=$WORK/$name.dhat.json") ;;
+    *) echo "unknown tool: $tool" >&2; return 1 ;;
+    esac
+    rm -rf "$data"
+    "$VALGRIND" "${flags[@]}" "--log-file=$vlog" \
+        "$BIN/ramqp-brokerd" --listen 127.0.0.1:0 --data-dir "$data" \
+        >"$out" 2>"$WORK/$name.broker.log" &
+    BROKER_PID=$!
+    addr=
+    for i in $(seq 1 1200); do
+        addr=$(sed -n 's/^ramqp-brokerd listening on //p' "$out")
+        if [ -n "$addr" ]; then break; fi
+        if ! kill -0 "$BROKER_PID" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    if [ -z "$addr" ]; then
+        log "$name: ramqp-brokerd did not start under valgrind (see $WORK/$name.broker.log, $vlog)"
+        return 1
+    fi
+    if ! timeout 1800 "$BIN/latency" --client raw --url "amqp://$addr" --address "$address" \
+        --confirm --n 0 --lat-n "$n" --warmup 0 --trials 1 --payload "$PAYLOAD" \
+        --timeout-ms "$WAIT_MS" >"$WORK/$name.latency.json" 2>"$WORK/$name.latency.err"; then
+        log "$name: the latency bin failed (see $WORK/$name.latency.err)"
+        return 1
+    fi
+    kill -TERM "$BROKER_PID"
+    for i in $(seq 1 6000); do
+        if ! kill -0 "$BROKER_PID" 2>/dev/null; then break; fi
+        sleep 0.1
+    done
+    if kill -0 "$BROKER_PID" 2>/dev/null; then
+        log "$name: ramqp-brokerd did not exit within 600 s of SIGTERM"
+        return 1
+    fi
+    wait "$BROKER_PID" 2>/dev/null || true
+    BROKER_PID=
+    rm -rf "$data"
+    case "$tool" in
+    callgrind)
+        # "totals:" (or "summary:") line of the callgrind output: Ir.
+        RESULT=$(awk '/^(totals|summary):/ {print $2; exit}' "$WORK/$name.callgrind.out")
+        ;;
+    dhat)
+        # "==pid== Total:     1,234 bytes in 56 blocks"
+        RESULT=$(sed -n 's/.*Total: *\([0-9,]*\) bytes in \([0-9,]*\) blocks.*/\2 \1/p' "$vlog" | tr -d , | head -n 1)
+        ;;
+    esac
+}
+
+IFS=, read -r -a SCENARIO_LIST <<<"$SCENARIOS"
+IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
+declare -A TOTAL
+for scenario in "${SCENARIO_LIST[@]}"; do
+    for tool in "${TOOL_LIST[@]}"; do
+        for n in "$N1" "$N2"; do
+            t0=$(date +%s)
+            log "$scenario, $tool, $n messages"
+            RESULT=
+            run_once "$scenario" "$tool" "$n" || exit 1
+            value=$RESULT
+            if [ -z "$value" ]; then
+                log "$scenario $tool $n: no total found"
+                exit 1
+            fi
+            TOTAL[$scenario.$tool.$n]=$value
+            log "$scenario, $tool, $n messages: total $value ($(($(date +%s) - t0)) s)"
+        done
+    done
+done
+
+# per_msg A B -> (B - A) / (N2 - N1), one decimal
+per_msg() { awk -v a="$1" -v b="$2" -v d=$((N2 - N1)) 'BEGIN { printf "%.1f", (b - a) / d }'; }
+
+commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=false
+if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then dirty=true; fi
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || true)
+
+{
+    printf '| queue | instructions / msg | allocations / msg | allocated bytes / msg |\n'
+    printf '|---|---|---|---|\n'
+} >"$WORK/table.md"
+json_rows=()
+for scenario in "${SCENARIO_LIST[@]}"; do
+    ir='n/a' blocks='n/a' bytes='n/a'
+    row="\"queue\": \"$scenario\""
+    if [ -n "${TOTAL[$scenario.callgrind.$N1]:-}" ]; then
+        a=${TOTAL[$scenario.callgrind.$N1]} b=${TOTAL[$scenario.callgrind.$N2]}
+        ir=$(per_msg "$a" "$b")
+        row+=", \"instructions_per_msg\": $ir, \"instructions_total\": {\"n1\": $a, \"n2\": $b}"
+    fi
+    if [ -n "${TOTAL[$scenario.dhat.$N1]:-}" ]; then
+        read -r a_blocks a_bytes <<<"${TOTAL[$scenario.dhat.$N1]}"
+        read -r b_blocks b_bytes <<<"${TOTAL[$scenario.dhat.$N2]}"
+        blocks=$(per_msg "$a_blocks" "$b_blocks")
+        bytes=$(per_msg "$a_bytes" "$b_bytes")
+        row+=", \"allocations_per_msg\": $blocks, \"allocated_bytes_per_msg\": $bytes"
+        row+=", \"allocations_total\": {\"n1\": $a_blocks, \"n2\": $b_blocks}"
+        row+=", \"allocated_bytes_total\": {\"n1\": $a_bytes, \"n2\": $b_bytes}"
+    fi
+    printf '| %s | %s | %s | %s |\n' "$scenario" "$ir" "$blocks" "$bytes" >>"$WORK/table.md"
+    json_rows+=("{$row}")
+done
+
+rows=$(IFS=,; echo "${json_rows[*]}")
+cat >"$OUT/permsg.json" <<EOF
+{
+  "bench": "permsg",
+  "what": "broker-side cost per publish+deliver+accept: (total(N2) - total(N1)) / (N2 - N1), ramqp-brokerd under valgrind, driven by the latency bin (raw client, closed loop, 1 in flight, --confirm)",
+  "timestamp": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+  "git_commit": "$commit",
+  "git_dirty": $dirty,
+  "cpu": "$cpu",
+  "valgrind": "$("$VALGRIND" --version)",
+  "instructions": "callgrind Ir (user space, all threads of the broker process)",
+  "allocations": "dhat Total blocks: heap blocks allocated over the broker process's life",
+  "n1": $N1,
+  "n2": $N2,
+  "payload_bytes": $PAYLOAD,
+  "client": "latency --client raw --confirm --n 0 --warmup 0 --lat-n N",
+  "results": [$rows]
+}
+EOF
+cp "$WORK/table.md" "$OUT/permsg.md"
+# Keep the small logs; drop the large profiles and data dirs.
+rm -f "$WORK"/*.callgrind.out "$WORK"/*.dhat.json
+rm -rf "$WORK"/*.data
+log "wrote $OUT/permsg.json"
+dirty_note=
+if [ "$dirty" = true ]; then dirty_note=", uncommitted changes"; fi
+echo "Per message (N1 $N1, N2 $N2, $PAYLOAD B bodies, commit ${commit:0:7}$dirty_note):"
+cat "$WORK/table.md"
