@@ -10,7 +10,8 @@
 # Method: the real ramqp-brokerd release binary runs under valgrind; the
 # `latency` bin (raw client, its own process, not measured) drives N
 # messages through it, closed loop, one in flight, each publish confirmed
-# (`accepted`) and each delivery accepted by the consumer. The broker is
+# (`accepted`) and each delivery accepted by the consumer (the -batch
+# scenarios: the bin's blast, many confirms in flight, then a drain). The broker is
 # started, driven with N1 and stopped, then the same with N2; everything that
 # does not depend on N (start-up, connections, attaches, shutdown) cancels in
 #   per message = (total(N2) - total(N1)) / (N2 - N1).
@@ -25,8 +26,15 @@ usage: bench-compare/permsg.sh [--n1 N] [--n2 N] [--payload BYTES] [--out DIR]
                                [--scenarios LIST] [--tools LIST] [--no-build]
   --n1, --n2     messages of the short and the long run (default 2000, 12000)
   --payload      body bytes (default 256)
-  --scenarios    comma-separated subset of transient,quorum (default both)
+  --scenarios    comma-separated subset of transient,quorum,transient-batch,
+                 quorum-batch (default transient,quorum: closed loop, one in
+                 flight; -batch: N publishes with PERMSG_BATCH_WINDOW (100)
+                 confirms in flight while the consumer holds no credit, then
+                 drained with credit 1,000)
   --tools        comma-separated subset of callgrind,dhat (default both)
+  --idle S       a third run per (scenario, tool): N1 messages, then S
+                 seconds idle (default 20; 0: skip), to estimate how much of
+                 the per-message figure is time-driven (timers), not per message
   --out DIR      results folder (default docs/benchmarks/results/<UTC date-time>)
   --no-build     use the binaries already in $CARGO_TARGET_DIR/release
 Environment: CARGO_TARGET_DIR (build dir), VALGRIND (default /usr/bin/valgrind),
@@ -38,6 +46,8 @@ N1=2000
 N2=12000
 PAYLOAD=256
 SCENARIOS=transient,quorum
+BATCH_WINDOW=${PERMSG_BATCH_WINDOW:-100}
+IDLE=20
 TOOLS=callgrind,dhat
 OUT=
 BUILD=1
@@ -48,6 +58,7 @@ while [ $# -gt 0 ]; do
     --payload) PAYLOAD=$2; shift ;;
     --scenarios) SCENARIOS=$2; shift ;;
     --tools) TOOLS=$2; shift ;;
+    --idle) IDLE=$2; shift ;;
     --out) OUT=$2; shift ;;
     --no-build) BUILD=0 ;;
     -h | --help) usage; exit 0 ;;
@@ -94,16 +105,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run_once SCENARIO TOOL N: sets RESULT to the tool's total (instructions,
-# or "blocks bytes" for dhat); logs under $WORK/SCENARIO-TOOL-N.*
+# run_once SCENARIO TOOL N [IDLE_S]: sets RESULT to the tool's total
+# (instructions, or "blocks bytes" for dhat) and DRIVE_SECS to the seconds
+# the latency bin ran; with IDLE_S the broker then idles that long before
+# it is stopped. Logs under $WORK/SCENARIO-TOOL-N[-idle].*
 run_once() {
-    local scenario=$1 tool=$2 n=$3
-    local name=$scenario-$tool-$n
+    local scenario=$1 tool=$2 n=$3 idle=${4:-}
+    local name=$scenario-$tool-$n${idle:+-idle}
+    local t0 t1
     local data=$WORK/$name.data out=$WORK/$name.stdout vlog=$WORK/$name.valgrind.log
-    local address addr i flags
+    local address addr i flags drive
+    # Closed loop, one in flight; or (-batch) the latency bin's blast: N
+    # publishes with $BATCH_WINDOW confirms in flight, then drained.
+    drive=(--lat-n "$n" --warmup 0 --n 0)
     case "$scenario" in
     transient) address=/queues/permsg ;;
     quorum) address=/quorum/permsg ;;
+    transient-batch) address=/queues/permsg drive=(--lat-n 0 --n "$n" --window "$BATCH_WINDOW") ;;
+    quorum-batch) address=/quorum/permsg drive=(--lat-n 0 --n "$n" --window "$BATCH_WINDOW") ;;
     *) echo "unknown scenario: $scenario" >&2; return 1 ;;
     esac
     case "$tool" in
@@ -127,12 +146,16 @@ run_once() {
         log "$name: ramqp-brokerd did not start under valgrind (see $WORK/$name.broker.log, $vlog)"
         return 1
     fi
+    t0=$(date +%s.%N)
     if ! timeout 1800 "$BIN/latency" --client raw --url "amqp://$addr" --address "$address" \
-        --confirm --n 0 --lat-n "$n" --warmup 0 --trials 1 --payload "$PAYLOAD" \
+        --confirm "${drive[@]}" --trials 1 --payload "$PAYLOAD" \
         --timeout-ms "$WAIT_MS" >"$WORK/$name.latency.json" 2>"$WORK/$name.latency.err"; then
         log "$name: the latency bin failed (see $WORK/$name.latency.err)"
         return 1
     fi
+    t1=$(date +%s.%N)
+    DRIVE_SECS=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+    if [ -n "$idle" ]; then sleep "$idle"; fi
     kill -TERM "$BROKER_PID"
     for i in $(seq 1 6000); do
         if ! kill -0 "$BROKER_PID" 2>/dev/null; then break; fi
@@ -159,27 +182,42 @@ run_once() {
 
 IFS=, read -r -a SCENARIO_LIST <<<"$SCENARIOS"
 IFS=, read -r -a TOOL_LIST <<<"$TOOLS"
-declare -A TOTAL
+declare -A TOTAL DRIVE
 for scenario in "${SCENARIO_LIST[@]}"; do
     for tool in "${TOOL_LIST[@]}"; do
-        for n in "$N1" "$N2"; do
+        runs=("$N1" "$N2")
+        if [ "$IDLE" != 0 ]; then runs+=(idle); fi
+        for run in "${runs[@]}"; do
             t0=$(date +%s)
-            log "$scenario, $tool, $n messages"
             RESULT=
-            run_once "$scenario" "$tool" "$n" || exit 1
+            if [ "$run" = idle ]; then
+                log "$scenario, $tool, $N1 messages + $IDLE s idle"
+                run_once "$scenario" "$tool" "$N1" "$IDLE" || exit 1
+            else
+                log "$scenario, $tool, $run messages"
+                run_once "$scenario" "$tool" "$run" || exit 1
+            fi
             value=$RESULT
             if [ -z "$value" ]; then
-                log "$scenario $tool $n: no total found"
+                log "$scenario $tool $run: no total found"
                 exit 1
             fi
-            TOTAL[$scenario.$tool.$n]=$value
-            log "$scenario, $tool, $n messages: total $value ($(($(date +%s) - t0)) s)"
+            TOTAL[$scenario.$tool.$run]=$value
+            DRIVE[$scenario.$tool.$run]=$DRIVE_SECS
+            log "$scenario, $tool, $run: total $value, driven for $DRIVE_SECS s ($(($(date +%s) - t0)) s)"
         done
     done
 done
 
 # per_msg A B -> (B - A) / (N2 - N1), one decimal
 per_msg() { awk -v a="$1" -v b="$2" -v d=$((N2 - N1)) 'BEGIN { printf "%.1f", (b - a) / d }'; }
+# time_share A IDLE D1 D2 -> the idle rate (IDLE - A) / $IDLE s times the
+# extra seconds the N2 run was driven, per extra message: the estimated
+# time-driven (timer) part of the per-message figure
+time_share() {
+    awk -v a="$1" -v i="$2" -v d1="$3" -v d2="$4" -v s="$IDLE" -v d=$((N2 - N1)) \
+        'BEGIN { printf "%.1f", (i - a) / s * (d2 - d1) / d }'
+}
 
 commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
 dirty=false
@@ -187,17 +225,24 @@ if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || true)
 
 {
-    printf '| queue | instructions / msg | allocations / msg | allocated bytes / msg |\n'
-    printf '|---|---|---|---|\n'
+    printf '| queue | instructions / msg | of which time-driven (est.) | allocations / msg | of which time-driven (est.) | allocated bytes / msg |\n'
+    printf '|---|---:|---:|---:|---:|---:|\n'
 } >"$WORK/table.md"
 json_rows=()
 for scenario in "${SCENARIO_LIST[@]}"; do
-    ir='n/a' blocks='n/a' bytes='n/a'
+    ir='n/a' blocks='n/a' bytes='n/a' ir_time='n/a' blocks_time='n/a'
     row="\"queue\": \"$scenario\""
     if [ -n "${TOTAL[$scenario.callgrind.$N1]:-}" ]; then
         a=${TOTAL[$scenario.callgrind.$N1]} b=${TOTAL[$scenario.callgrind.$N2]}
         ir=$(per_msg "$a" "$b")
-        row+=", \"instructions_per_msg\": $ir, \"instructions_total\": {\"n1\": $a, \"n2\": $b}"
+        row+=", \"instructions_per_msg\": $ir, \"instructions_total\": {\"n1\": $a, \"n2\": $b"
+        if [ -n "${TOTAL[$scenario.callgrind.idle]:-}" ]; then
+            i=${TOTAL[$scenario.callgrind.idle]}
+            ir_time=$(time_share "$a" "$i" "${DRIVE[$scenario.callgrind.$N1]}" "${DRIVE[$scenario.callgrind.$N2]}")
+            row+=", \"n1_then_idle\": $i"
+        fi
+        row+="}, \"instructions_per_msg_time_driven_est\": $([ "$ir_time" = n/a ] && echo null || echo "$ir_time")"
+        row+=", \"drive_secs\": {\"n1\": ${DRIVE[$scenario.callgrind.$N1]}, \"n2\": ${DRIVE[$scenario.callgrind.$N2]}}"
     fi
     if [ -n "${TOTAL[$scenario.dhat.$N1]:-}" ]; then
         read -r a_blocks a_bytes <<<"${TOTAL[$scenario.dhat.$N1]}"
@@ -207,8 +252,15 @@ for scenario in "${SCENARIO_LIST[@]}"; do
         row+=", \"allocations_per_msg\": $blocks, \"allocated_bytes_per_msg\": $bytes"
         row+=", \"allocations_total\": {\"n1\": $a_blocks, \"n2\": $b_blocks}"
         row+=", \"allocated_bytes_total\": {\"n1\": $a_bytes, \"n2\": $b_bytes}"
+        if [ -n "${TOTAL[$scenario.dhat.idle]:-}" ]; then
+            read -r i_blocks i_bytes <<<"${TOTAL[$scenario.dhat.idle]}"
+            blocks_time=$(time_share "$a_blocks" "$i_blocks" "${DRIVE[$scenario.dhat.$N1]}" "${DRIVE[$scenario.dhat.$N2]}")
+            row+=", \"allocations_n1_then_idle\": $i_blocks"
+        fi
+        row+=", \"allocations_per_msg_time_driven_est\": $([ "$blocks_time" = n/a ] && echo null || echo "$blocks_time")"
+        row+=", \"dhat_drive_secs\": {\"n1\": ${DRIVE[$scenario.dhat.$N1]}, \"n2\": ${DRIVE[$scenario.dhat.$N2]}}"
     fi
-    printf '| %s | %s | %s | %s |\n' "$scenario" "$ir" "$blocks" "$bytes" >>"$WORK/table.md"
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$scenario" "$ir" "$ir_time" "$blocks" "$blocks_time" "$bytes" >>"$WORK/table.md"
     json_rows+=("{$row}")
 done
 
@@ -227,7 +279,10 @@ cat >"$OUT/permsg.json" <<EOF
   "n1": $N1,
   "n2": $N2,
   "payload_bytes": $PAYLOAD,
-  "client": "latency --client raw --confirm --n 0 --warmup 0 --lat-n N",
+  "client": "latency --client raw --confirm: closed loop --n 0 --warmup 0 --lat-n N; -batch scenarios --lat-n 0 --n N --window $BATCH_WINDOW",
+  "batch_window": $BATCH_WINDOW,
+  "idle_secs": $IDLE,
+  "time_driven_est": "idle rate of the broker after N1 messages ((total(N1 + idle) - total(N1)) / idle_secs) times (drive_secs(N2) - drive_secs(N1)) / (N2 - N1): the part of the per-message figure that timers would account for",
   "results": [$rows]
 }
 EOF
