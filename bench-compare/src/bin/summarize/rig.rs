@@ -130,3 +130,42 @@ pub(crate) fn section(files: &[RigFile], out: &mut String) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rig_rows_name_client_sizes_and_a_growing_queue() {
+        let spread = |m: f64| serde_json::json!({"median": m, "min": m, "max": m});
+        let value = serde_json::json!({
+            "client": "ramqp-raw (broker::codec) 0.1.0 (tokio 1)",
+            "target": {"kind": "in-process", "broker": "ramqp-broker 0.1.0 (in-process)"},
+            "publish": "confirm", "publishers": 1, "consumers": 1, "window": 1000,
+            "credit": 1000, "trials_n": 1, "duration_secs": 3.0, "warmup_secs": 1.0,
+            "summary": [{
+                "body_bytes": 256,
+                "publish_msg_s": spread(200000.0),
+                "deliver_msg_s": spread(150000.0),
+                "latency_us.p50": spread(900.0),
+                "latency_us.p99": spread(1500.0),
+                "rss_kib_peak": spread(2048.0),
+                "growing_queue_runs": 1
+            }]
+        });
+        let files = vec![RigFile {
+            leg: "inproc".into(),
+            queue: "transient".into(),
+            client: "raw".into(),
+            value,
+        }];
+        let mut out = String::new();
+        section(&files, &mut out).expect("section");
+        assert!(out.contains("| ramqp in-process | raw | 256 | 200000 | 150000 | 900 | 1500 | 2.0 | **queue grew** |"), "{out}");
+        assert!(!out.contains("quorum queue"));
+        assert_eq!(
+            stacks(&files),
+            vec!["ramqp-raw (broker::codec) 0.1.0 (tokio 1) -> ramqp-broker 0.1.0 (in-process)"]
+        );
+    }
+}
