@@ -96,6 +96,11 @@ if [ "$BUILD" = 1 ]; then
     cargo build --release -p ramqp-brokerd -p ramqp-bench-compare --bin latency
 fi
 
+# The source tree the binaries were built from (taken before the runs).
+commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=false
+if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then dirty=true; fi
+
 BROKER_PID=
 cleanup() {
     if [ -n "$BROKER_PID" ]; then
@@ -219,18 +224,15 @@ time_share() {
         'BEGIN { printf "%.1f", (i - a) / s * (d2 - d1) / d }'
 }
 
-commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
-dirty=false
-if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then dirty=true; fi
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || true)
 
 {
-    printf '| queue | instructions / msg | of which time-driven (est.) | allocations / msg | of which time-driven (est.) | allocated bytes / msg |\n'
+    printf '| queue | instructions / msg | allocations / msg | allocated bytes / msg | instructions: (N1 + %s s idle) - N1 | allocations: (N1 + %s s idle) - N1 |\n' "$IDLE" "$IDLE"
     printf '|---|---:|---:|---:|---:|---:|\n'
 } >"$WORK/table.md"
 json_rows=()
 for scenario in "${SCENARIO_LIST[@]}"; do
-    ir='n/a' blocks='n/a' bytes='n/a' ir_time='n/a' blocks_time='n/a'
+    ir='n/a' blocks='n/a' bytes='n/a' ir_time='n/a' blocks_time='n/a' ir_idle='n/a' blocks_idle='n/a'
     row="\"queue\": \"$scenario\""
     if [ -n "${TOTAL[$scenario.callgrind.$N1]:-}" ]; then
         a=${TOTAL[$scenario.callgrind.$N1]} b=${TOTAL[$scenario.callgrind.$N2]}
@@ -240,6 +242,7 @@ for scenario in "${SCENARIO_LIST[@]}"; do
             i=${TOTAL[$scenario.callgrind.idle]}
             ir_time=$(time_share "$a" "$i" "${DRIVE[$scenario.callgrind.$N1]}" "${DRIVE[$scenario.callgrind.$N2]}")
             row+=", \"n1_then_idle\": $i"
+            ir_idle=$((i - a))
         fi
         row+="}, \"instructions_per_msg_time_driven_est\": $([ "$ir_time" = n/a ] && echo null || echo "$ir_time")"
         row+=", \"drive_secs\": {\"n1\": ${DRIVE[$scenario.callgrind.$N1]}, \"n2\": ${DRIVE[$scenario.callgrind.$N2]}}"
@@ -256,11 +259,12 @@ for scenario in "${SCENARIO_LIST[@]}"; do
             read -r i_blocks i_bytes <<<"${TOTAL[$scenario.dhat.idle]}"
             blocks_time=$(time_share "$a_blocks" "$i_blocks" "${DRIVE[$scenario.dhat.$N1]}" "${DRIVE[$scenario.dhat.$N2]}")
             row+=", \"allocations_n1_then_idle\": $i_blocks"
+            blocks_idle=$((i_blocks - a_blocks))
         fi
         row+=", \"allocations_per_msg_time_driven_est\": $([ "$blocks_time" = n/a ] && echo null || echo "$blocks_time")"
         row+=", \"dhat_drive_secs\": {\"n1\": ${DRIVE[$scenario.dhat.$N1]}, \"n2\": ${DRIVE[$scenario.dhat.$N2]}}"
     fi
-    printf '| %s | %s | %s | %s | %s | %s |\n' "$scenario" "$ir" "$ir_time" "$blocks" "$blocks_time" "$bytes" >>"$WORK/table.md"
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$scenario" "$ir" "$blocks" "$bytes" "$ir_idle" "$blocks_idle" >>"$WORK/table.md"
     json_rows+=("{$row}")
 done
 
@@ -282,7 +286,7 @@ cat >"$OUT/permsg.json" <<EOF
   "client": "latency --client raw --confirm: closed loop --n 0 --warmup 0 --lat-n N; -batch scenarios --lat-n 0 --n N --window $BATCH_WINDOW",
   "batch_window": $BATCH_WINDOW,
   "idle_secs": $IDLE,
-  "time_driven_est": "idle rate of the broker after N1 messages ((total(N1 + idle) - total(N1)) / idle_secs) times (drive_secs(N2) - drive_secs(N1)) / (N2 - N1): the part of the per-message figure that timers would account for",
+  "time_driven_est": "*_time_driven_est fields: idle rate of the broker after N1 messages ((total(N1 + idle) - total(N1)) / idle_secs) times (drive_secs(N2) - drive_secs(N1)) / (N2 - N1): the part of the per-message figure that timers would account for",
   "results": [$rows]
 }
 EOF
