@@ -1,28 +1,39 @@
 #!/usr/bin/env bash
-# Latency + blast comparison runner: ramqp in-process, one ramqp-brokerd
-# process on loopback, and RabbitMQ 3.10 (AMQP 1.0 plugin), each with the raw
-# and the fe2o3 client, then a summary table (bench-compare/README.md,
-# "The runner").
+# Latency + blast + throughput comparison runner: ramqp in-process, one
+# ramqp-brokerd process on loopback, and RabbitMQ 3.10 (AMQP 1.0 plugin):
+# the `latency` bin with the raw and the fe2o3 client, the `rig` bin with the
+# raw client (BENCH_RIG_CLIENTS), then a summary table
+# (bench-compare/README.md, "The runner").
 #
 #   bench-compare/run.sh                  # full run, 3 trials per scenario
 #   bench-compare/run.sh --quick          # small N, 1 trial (< 5 min)
 #   bench-compare/run.sh --no-rabbitmq --out /tmp/res
+#   bench-compare/run.sh --quick --permsg # + per-message cost under valgrind
 #
 # Results: docs/benchmarks/results/<UTC date-time>/ (or --out DIR):
-# machine.json, <leg>-<scenario>-<client>.json (+ .err), summary.md
-# (+ SVG charts when built with the `charts` feature).
+# machine.json, <leg>-<scenario>-<client>.json and
+# rig-<leg>-<queue>-<client>.json (+ .err), summary.md (+ SVG charts when
+# built with the `charts` feature), permsg.json with --permsg.
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
 usage: bench-compare/run.sh [--quick] [--no-rabbitmq] [--no-charts]
                             [--trials N] [--out DIR] [--legs LIST]
-  --quick        small --n/--lat-n/--warmup and 1 trial (also BENCH_QUICK=1)
+                            [--rig-clients LIST] [--no-rig] [--permsg]
+  --quick        small --n/--lat-n/--warmup, short rig runs at 256 B only,
+                 1 trial (also BENCH_QUICK=1)
   --no-rabbitmq  skip the RabbitMQ leg (also BENCH_NO_RABBITMQ=1)
   --no-charts    build without the `charts` feature (no SVG charts)
   --trials N     trials per scenario (default 3; 1 with --quick)
   --out DIR      results folder (default docs/benchmarks/results/<UTC date-time>)
   --legs LIST    comma-separated subset of inproc,brokerd,rabbitmq
+  --rig-clients LIST  clients of the rig runs: raw (default), fe2o3 or
+                 raw,fe2o3 (also BENCH_RIG_CLIENTS)
+  --no-rig       skip the rig (throughput) runs
+  --permsg       also run bench-compare/permsg.sh (instructions and
+                 allocations per message under valgrind; slow, never part
+                 of --quick on its own)
 Environment: CARGO_TARGET_DIR (build dir), BENCH_RMQ_PORT (5699),
 BENCH_RMQ_MGMT_PORT (15699), BENCH_RMQ_DIST_PORT (25699), BENCH_KEEP_WORK=1
 (keep broker data dirs and logs under <out>/work).
@@ -35,6 +46,8 @@ CHARTS=1
 TRIALS=
 OUT=
 LEGS=inproc,brokerd,rabbitmq
+RIG_CLIENTS=${BENCH_RIG_CLIENTS:-raw}
+PERMSG=0
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -43,6 +56,9 @@ while [ $# -gt 0 ]; do
     --trials) TRIALS=$2; shift ;;
     --out) OUT=$2; shift ;;
     --legs) LEGS=$2; shift ;;
+    --rig-clients) RIG_CLIENTS=$2; shift ;;
+    --no-rig) RIG_CLIENTS= ;;
+    --permsg) PERMSG=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -64,12 +80,15 @@ BIN=$TARGET/release
 if [ "$QUICK" = 1 ]; then
     TRIALS=${TRIALS:-1}
     SIZE_FLAGS=(--n 2000 --lat-n 500 --warmup 200)
+    RIG_FLAGS=(--sizes 256 --warmup 1 --duration 3)
     RUN_TIMEOUT=120
 else
     TRIALS=${TRIALS:-3}
     SIZE_FLAGS=()
+    RIG_FLAGS=(--sizes 64,256,1k,8k --warmup 2 --duration 10)
     RUN_TIMEOUT=1800
 fi
+IFS=, read -r -a RIG_CLIENT_LIST <<<"$RIG_CLIENTS"
 if [ "$NO_RMQ" = 1 ]; then
     LEGS=$(echo ",$LEGS," | sed 's/,rabbitmq,/,/; s/^,//; s/,$//')
 fi
@@ -146,7 +165,9 @@ record_machine() {
         printf '  "rabbitmq_server": %s,\n' "$(json_str "$rmq_ver")"
         printf '  "quick": %s,\n' "$([ "$QUICK" = 1 ] && echo true || echo false)"
         printf '  "trials": %s,\n' "$TRIALS"
-        printf '  "size_flags": %s\n' "$(json_str "${SIZE_FLAGS[*]:-defaults}")"
+        printf '  "size_flags": %s,\n' "$(json_str "${SIZE_FLAGS[*]:-defaults}")"
+        printf '  "rig_flags": %s,\n' "$(json_str "${RIG_FLAGS[*]}")"
+        printf '  "rig_clients": %s\n' "$(json_str "$RIG_CLIENTS")"
         printf '}\n'
     } >"$OUT/machine.json"
     log "machine: $cpu, $cores cpus, kernel $kernel, fsync ${fsync_us} us, loopback rtt ${rtt:-n/a} us"
@@ -155,17 +176,30 @@ record_machine
 
 # --- 3. legs --------------------------------------------------------------
 FAILED=()
+# run_bin NAME BIN ARGS...: one run of a bench bin -> NAME.json/.err
+run_bin() {
+    local name=$1 bin=$2
+    shift 2
+    log "$name: $bin $*"
+    if ! timeout "$RUN_TIMEOUT" "$BIN/$bin" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
+        log "$name FAILED (see $OUT/$name.err)"
+        FAILED+=("$name")
+    fi
+}
 # run_one LEG SCENARIO CLIENT ARGS...: one latency run -> LEG-SCENARIO-CLIENT.json/.err
 run_one() {
     local leg=$1 scenario=$2 client=$3
     shift 3
-    local name="$leg-$scenario-$client"
-    log "$name: latency --client $client --trials $TRIALS ${SIZE_FLAGS[*]:-} $*"
-    if ! timeout "$RUN_TIMEOUT" "$BIN/latency" --client "$client" --trials "$TRIALS" \
-        "${SIZE_FLAGS[@]}" "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
-        log "$name FAILED (see $OUT/$name.err)"
-        FAILED+=("$name")
-    fi
+    run_bin "$leg-$scenario-$client" latency --client "$client" --trials "$TRIALS" \
+        "${SIZE_FLAGS[@]}" "$@"
+}
+# rig_one LEG QUEUE CLIENT ARGS...: one rig run -> rig-LEG-QUEUE-CLIENT.json/.err
+# (1 publisher x window 1,000 confirmed, 1 consumer x credit 1,000)
+rig_one() {
+    local leg=$1 queue=$2 client=$3
+    shift 3
+    run_bin "rig-$leg-$queue-$client" rig --client "$client" --trials "$TRIALS" \
+        "${RIG_FLAGS[@]}" "$@"
 }
 
 scenario_flags() {
@@ -187,6 +221,10 @@ leg_inproc() {
             read -r -a flags <<<"$(scenario_flags "$s" /queues/lat /quorum/lat)"
             run_one inproc "$s" "$c" "${flags[@]}"
         done
+    done
+    for c in "${RIG_CLIENT_LIST[@]}"; do
+        rig_one inproc transient "$c" --address /queues/rig
+        rig_one inproc quorum "$c" --address /quorum/rig
     done
 }
 
@@ -219,6 +257,15 @@ leg_brokerd() {
             if ! brokerd_start "$s-$c"; then FAILED+=("brokerd-$s-$c"); continue; fi
             read -r -a flags <<<"$(scenario_flags "$s" /queues/lat /quorum/lat)"
             run_one brokerd "$s" "$c" --url "amqp://$BROKERD_ADDR" --pid "$BROKERD_PID" "${flags[@]}"
+            brokerd_stop
+        done
+    done
+    local q
+    for c in "${RIG_CLIENT_LIST[@]}"; do
+        for q in transient quorum; do
+            if ! brokerd_start "rig-$q-$c"; then FAILED+=("rig-brokerd-$q-$c"); continue; fi
+            rig_one brokerd "$q" "$c" --url "amqp://$BROKERD_ADDR" --pid "$BROKERD_PID" \
+                --address "$([ "$q" = quorum ] && echo /quorum/rig || echo /queues/rig)"
             brokerd_stop
         done
     done
@@ -299,6 +346,12 @@ leg_rabbitmq() {
                 --pid "$RMQ_PID" "${flags[@]}"
         done
     done
+    for c in "${RIG_CLIENT_LIST[@]}"; do
+        rig_one rabbitmq transient "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
+            --pid "$RMQ_PID" --address /amq/queue/lat
+        rig_one rabbitmq quorum "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
+            --pid "$RMQ_PID" --address /amq/queue/qlat
+    done
     rmq_stop
 }
 
@@ -312,10 +365,28 @@ for leg in "${LEG_LIST[@]}"; do
     esac
 done
 
-# --- 4. summary -----------------------------------------------------------
+# --- 4. per-message cost (--permsg) -------------------------------------
+if [ "$PERMSG" = 1 ]; then
+    log "per-message cost under valgrind (bench-compare/permsg.sh)"
+    if ! "$SCRIPT_DIR/permsg.sh" --no-build --out "$OUT" >"$OUT/permsg.out" 2>"$OUT/permsg.err"; then
+        log "permsg FAILED (see $OUT/permsg.err)"
+        FAILED+=(permsg)
+    fi
+fi
+
+# --- 5. summary -----------------------------------------------------------
 # Empty .json files of failed runs are removed (their .err stays).
 find "$OUT" -maxdepth 1 -name '*.json' -empty -delete
 "$BIN/summarize" "$OUT" >"$OUT/summary.md"
+if [ -s "$OUT/permsg.md" ]; then
+    {
+        printf '## Per-message cost (broker under valgrind, bench-compare/permsg.sh)\n\n'
+        head -n 1 "$OUT/permsg.out"
+        echo
+        cat "$OUT/permsg.md"
+        printf '\nRaw totals: permsg.json.\n'
+    } >>"$OUT/summary.md"
+fi
 log "summary: $OUT/summary.md"
 if [ "${#FAILED[@]}" -gt 0 ]; then
     log "failed: ${FAILED[*]}"

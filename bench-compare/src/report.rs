@@ -20,6 +20,16 @@ pub fn client_stack() -> String {
     )
 }
 
+/// The stack of a bin's `--client` choice: `raw` (the bench's own client,
+/// [`crate::raw`]) or anything else (fe2o3-amqp, [`client_stack`]).
+pub fn client_stack_of(client: &str) -> String {
+    if client == "raw" {
+        crate::raw::client_stack()
+    } else {
+        client_stack()
+    }
+}
+
 /// A latency histogram in nanoseconds, 1 ns to 10 min, 3 significant digits.
 pub fn histogram() -> Histogram<u64> {
     // The bounds are constants that hdrhistogram accepts.

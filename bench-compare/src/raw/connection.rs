@@ -437,6 +437,17 @@ impl Connection {
         self.pump()
     }
 
+    /// Wait, without a time limit, until the peer has sent something, then
+    /// process it. Writes nothing (call [`Connection::flush`] first) and is
+    /// cancel safe: for `tokio::select!` against other events, e.g. an
+    /// open-loop publisher waiting for its next send time.
+    pub async fn input(&mut self) -> Result<()> {
+        if let Err(e) = self.reader.readable().await {
+            return Err(self.fail(format!("read failed: {e}")));
+        }
+        self.poll()
+    }
+
     /// Process every whole frame in the read buffer.
     pub(crate) fn pump(&mut self) -> Result<()> {
         loop {

@@ -238,6 +238,19 @@ impl Receiver {
         }
     }
 
+    /// Take and accept whatever the queue holds until nothing came for
+    /// `idle` (messages left by an earlier run on an external broker);
+    /// returns how many.
+    pub async fn purge(&self, conn: &mut Connection, idle: std::time::Duration) -> Result<u64> {
+        let mut purged = 0u64;
+        while let Some(delivery) = self.recv_within(conn, idle).await? {
+            self.accept(conn, &delivery);
+            purged += 1;
+        }
+        conn.flush().await?;
+        Ok(purged)
+    }
+
     /// Keep `credit` granted from now on (0 withdraws it); sent at once.
     pub async fn set_credit(&self, conn: &mut Connection, credit: u32) -> Result<()> {
         let link = conn.receiver_link(self.handle)?;

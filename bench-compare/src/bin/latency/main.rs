@@ -129,7 +129,7 @@ async fn run(args: Args) -> Result<()> {
         args.lat_n,
         args.n,
         args.trials,
-        client_stack(&args),
+        report::client_stack_of(&args.client),
     );
 
     let mut trials = Vec::new();
@@ -167,7 +167,10 @@ async fn run(args: Args) -> Result<()> {
     );
     let mut result = report::context("latency", &scenario, target::describe(&spec, &args.address));
     let pick = |key: &str| summary.get(key).cloned().unwrap_or(Value::Null);
-    result.insert("client".into(), json!(client_stack(&args)));
+    result.insert(
+        "client".into(),
+        json!(report::client_stack_of(&args.client)),
+    );
     result.insert("payload_bytes".into(), json!(args.payload));
     result.insert("publish".into(), json!(mode));
     result.insert("samples".into(), json!(args.lat_n));
@@ -237,15 +240,6 @@ async fn run(args: Args) -> Result<()> {
         eprintln!("  {label:<20} {line}");
     }
     report::emit(&result)
-}
-
-/// The client stack named in the output.
-fn client_stack(args: &Args) -> String {
-    if args.client == "raw" {
-        ramqp_bench_compare::raw::client_stack()
-    } else {
-        report::client_stack()
-    }
 }
 
 /// Deliveries the consumer took that were not ours (left over from an

@@ -75,14 +75,9 @@ pub(crate) async fn run_trial(args: &Args, target: &Target, trial: u32) -> Resul
         .await?;
     let mut purged = 0u64;
     if matches!(target, Target::Url { .. }) {
-        while let Some(delivery) = receiver
-            .recv_within(&mut consumer, Duration::from_millis(500))
-            .await?
-        {
-            receiver.accept(&mut consumer, &delivery);
-            purged += 1;
-        }
-        consumer.flush().await?;
+        purged = receiver
+            .purge(&mut consumer, Duration::from_millis(500))
+            .await?;
     }
     if purged > 0 {
         eprintln!(

@@ -17,6 +17,10 @@
 //!
 //! Every message carries (run, publisher, sequence number): at the end the
 //! rig counts lost, duplicated and stale messages.
+//!
+//! Two client stacks (`--client`), named in the result's `client`:
+//! fe2o3-amqp (`consumer.rs`, `publisher.rs`) or the bench's raw pipelined
+//! client on broker::codec (`raw.rs`); `links.rs` connects either.
 
 use std::path::PathBuf;
 
@@ -31,8 +35,10 @@ use ramqp_bench_compare::report::{self, Spread};
 use ramqp_bench_compare::target::{self, TargetSpec};
 
 mod consumer;
+mod links;
 mod pacer;
 mod publisher;
+mod raw;
 mod run;
 
 /// AMQP 1.0 throughput rig (closed loop with an in-flight window, or open
@@ -100,6 +106,11 @@ struct Args {
     /// Tokio worker threads of the client (default: one per core).
     #[arg(long, env = "RIG_THREADS")]
     threads: Option<usize>,
+    /// Client stack: `fe2o3` (fe2o3-amqp) or `raw` (the bench's own
+    /// pipelined client on broker::codec, src/raw/).
+    #[arg(long, env = "RIG_CLIENT", default_value = "fe2o3",
+          value_parser = clap::builder::PossibleValuesParser::new(["fe2o3", "raw"]))]
+    client: String,
 }
 
 fn main() -> Result<()> {
@@ -169,7 +180,7 @@ async fn run(args: Args) -> Result<()> {
         args.credit,
         sizes,
         args.trials,
-        report::client_stack(),
+        report::client_stack_of(&args.client),
     );
 
     let mut results = Vec::new();
@@ -248,6 +259,10 @@ async fn run(args: Args) -> Result<()> {
     }
 
     let mut result = report::context("rig", &scenario, target::describe(&spec, &args.address));
+    result.insert(
+        "client".into(),
+        json!(report::client_stack_of(&args.client)),
+    );
     result.insert("mode".into(), json!(mode));
     result.insert("publish".into(), json!(publish));
     result.insert("publishers".into(), json!(args.publishers));

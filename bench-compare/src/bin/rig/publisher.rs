@@ -25,6 +25,55 @@ pub(crate) struct PublisherDone {
     pub(crate) close_error: Option<String>,
 }
 
+impl PublisherDone {
+    /// The outcome of publisher `publisher` that sent `sent` messages
+    /// (either client): its error, else what it did and how closing went.
+    pub(crate) fn of(
+        publisher: u32,
+        sent: u64,
+        finished_ns: u64,
+        result: Result<Option<Histogram<u64>>>,
+        closed: Result<()>,
+    ) -> Result<PublisherDone> {
+        Ok(PublisherDone {
+            sent,
+            finished_ns,
+            send_lag: result?,
+            close_error: closed
+                .err()
+                .map(|e| format!("publisher {publisher}: {e:#}")),
+        })
+    }
+}
+
+/// When a publisher finished; a failed one stops the others.
+pub(crate) fn finished<T>(shared: &Shared, result: &Result<T>) -> u64 {
+    if result.is_err() {
+        shared.stop.store(true, Ordering::Relaxed);
+    }
+    payload::now_ns()
+}
+
+/// The body of message `seq` of `publisher`, meant to be sent at `sent_ns`
+/// (either client).
+pub(crate) fn body(shared: &Shared, publisher: u32, seq: u64, sent_ns: u64) -> Vec<u8> {
+    let stamp = Stamp {
+        run: shared.run,
+        publisher,
+        seq,
+        sent_ns,
+    };
+    payload::encode(stamp, shared.size)
+}
+
+/// Open loop: record how far the send of a message meant for `intended_ns`
+/// ran behind schedule (either client).
+pub(crate) fn record_lag(lag: &mut Histogram<u64>, intended_ns: u64) -> Result<()> {
+    let behind = payload::now_ns().saturating_sub(intended_ns);
+    lag.record(behind.max(1))
+        .map_err(|e| anyhow!("record send lag: {e}"))
+}
+
 type InFlight = VecDeque<(u64, Pin<Box<amqp::Confirm>>)>;
 
 async fn settle_front(shared: &Shared, publisher: u32, in_flight: &mut InFlight) -> Result<()> {
@@ -50,13 +99,7 @@ async fn send_one(
     if !shared.presettled && in_flight.len() >= shared.window {
         settle_front(shared, publisher, in_flight).await?;
     }
-    let stamp = Stamp {
-        run: shared.run,
-        publisher,
-        seq,
-        sent_ns,
-    };
-    let message = amqp::message(payload::encode(stamp, shared.size));
+    let message = amqp::message(body(shared, publisher, seq, sent_ns));
     if shared.presettled {
         within(
             shared.timeout,
@@ -123,8 +166,7 @@ pub(crate) async fn publish(
                             let Some(intended_ns) = tick else { break };
                             send_one(&shared, publisher, &mut sender, &mut in_flight, seq, intended_ns)
                                 .await?;
-                            let behind = payload::now_ns().saturating_sub(intended_ns);
-                            lag.record(behind.max(1)).map_err(|e| anyhow!("record send lag: {e}"))?;
+                            record_lag(&mut lag, intended_ns)?;
                             seq += 1;
                         }
                     }
@@ -148,21 +190,10 @@ pub(crate) async fn publish(
         }
         Err(error) => Err(error),
     };
-    let finished_ns = payload::now_ns();
-    if result.is_err() {
-        shared.stop.store(true, Ordering::Relaxed);
-    }
+    let finished_ns = finished(&shared, &result);
     let timeout = shared.timeout;
     let closed = amqp::close_sender(sender, timeout)
         .await
         .and(endpoint.close().await);
-    let send_lag = result?;
-    Ok(PublisherDone {
-        sent: seq,
-        finished_ns,
-        send_lag,
-        close_error: closed
-            .err()
-            .map(|e| format!("publisher {publisher}: {e:#}")),
-    })
+    PublisherDone::of(publisher, seq, finished_ns, result, closed)
 }

@@ -1,27 +1,23 @@
-//! One run of the rig: connect the consumers and publishers, start the
-//! pacer (open loop), measure over the window, stop, drain, then check for
-//! lost and duplicated messages and build the run's result. Owns `Shared`,
-//! the state the run's tasks share.
+//! One run of the rig: connect the consumers and publishers (`links.rs`,
+//! either client), start the pacer (open loop), measure over the window,
+//! stop, drain, then check for lost and duplicated messages and build the
+//! run's result. Owns `Shared`, the state the run's tasks share.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use fe2o3_amqp::types::messaging::Data;
-use fe2o3_amqp::Receiver;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use ramqp_bench_compare::amqp::{self, within};
 use ramqp_bench_compare::payload::{self, SeqSet};
 use ramqp_bench_compare::report::{self, Percentiles};
 use ramqp_bench_compare::target::Target;
 
-use crate::consumer::{consume, ConsumerDone};
+use crate::links::Links;
 use crate::pacer::pace;
-use crate::publisher::{publish, PublisherDone};
 use crate::{Args, RunSpec};
 
 /// State shared by the tasks of one run.
@@ -56,43 +52,10 @@ pub(crate) async fn run_one(args: &Args, target: &Target, spec: &RunSpec) -> Res
     });
     let hard_deadline = Instant::now() + Duration::from_secs_f64(max_secs);
 
-    // Consumers first, so nothing published waits for one to attach.
-    let mut consumer_links = Vec::new();
-    for c in 0..args.consumers {
-        let mut endpoint = amqp::connect(&url, &format!("ramqp-rig-con-{run:08x}-{c}"), timeout)
-            .await
-            .with_context(|| format!("consumer {c} connection"))?;
-        let receiver = endpoint
-            .receiver(
-                &format!("rig-receiver-{run:08x}-{c}"),
-                &args.address,
-                args.credit,
-            )
-            .await?;
-        consumer_links.push((endpoint, receiver));
-    }
-    let mut purged = 0u64;
-    if matches!(target, Target::Url { .. }) {
-        if let Some((_, receiver)) = consumer_links.first_mut() {
-            purged = purge(receiver, timeout).await?;
-            if purged > 0 {
-                eprintln!("rig: purged {purged} message(s) left in {}", args.address);
-            }
-        }
-    }
-    let mut publisher_links = Vec::new();
-    for p in 0..args.publishers {
-        let mut endpoint = amqp::connect(&url, &format!("ramqp-rig-pub-{run:08x}-{p}"), timeout)
-            .await
-            .with_context(|| format!("publisher {p} connection"))?;
-        let sender = endpoint
-            .sender(
-                &format!("rig-sender-{run:08x}-{p}"),
-                &args.address,
-                args.presettled,
-            )
-            .await?;
-        publisher_links.push((endpoint, sender));
+    let purge = matches!(target, Target::Url { .. });
+    let (mut links, purged) = Links::connect(args, &url, run, timeout, purge).await?;
+    if purged > 0 {
+        eprintln!("rig: purged {purged} message(s) left in {}", args.address);
     }
 
     let start = Instant::now();
@@ -117,14 +80,7 @@ pub(crate) async fn run_one(args: &Args, target: &Target, spec: &RunSpec) -> Res
         }),
     });
 
-    let consumers: Vec<JoinHandle<Result<ConsumerDone>>> = consumer_links
-        .into_iter()
-        .map(|(endpoint, receiver)| {
-            let shared = shared.clone();
-            let publishers = args.publishers as usize;
-            tokio::spawn(consume(shared, endpoint, receiver, publishers))
-        })
-        .collect();
+    let consumers = links.spawn_consumers(&shared, args.publishers as usize);
 
     // Open loop: one pacing thread hands out intended send times.
     let mut pacer = None;
@@ -153,20 +109,19 @@ pub(crate) async fn run_one(args: &Args, target: &Target, spec: &RunSpec) -> Res
             n / publishers + u64::from(p < n % publishers)
         })
     };
-    let publishers: Vec<JoinHandle<Result<PublisherDone>>> = publisher_links
+    let jobs = tick_receivers
         .into_iter()
-        .zip(tick_receivers)
         .enumerate()
-        .map(|(p, ((endpoint, sender), ticks))| {
-            let shared = shared.clone();
+        .map(|(p, ticks)| {
             let quota = if args.rate.is_some() {
                 None
             } else {
                 per_publisher(p as u64)
             };
-            tokio::spawn(publish(shared, p as u32, endpoint, sender, quota, ticks))
+            (quota, ticks)
         })
         .collect();
+    let publishers = links.spawn_publishers(&shared, jobs);
 
     // Measure: counters at the window edges, RSS sampled throughout.
     let mut rss_peak = target.rss_kib();
@@ -388,16 +343,4 @@ async fn join_within<T>(
             Err(anyhow!("{what} did not finish within {limit:?}"))
         }
     }
-}
-
-/// Take whatever is in the queue already (external brokers only).
-async fn purge(receiver: &mut Receiver, timeout: Duration) -> Result<u64> {
-    let mut purged = 0u64;
-    let idle = Duration::from_millis(500);
-    while let Ok(received) = tokio::time::timeout(idle, receiver.recv::<Data>()).await {
-        let delivery = received.map_err(|e| anyhow!("purge: receive failed: {e:?}"))?;
-        within(timeout, "purge: accept", receiver.accept(&delivery)).await?;
-        purged += 1;
-    }
-    Ok(purged)
 }

@@ -5,6 +5,8 @@
 //! RSS) and the ratios of every ramqp leg against RabbitMQ for the same
 //! scenario and client. With the `charts` feature it also writes SVG bar
 //! charts (`chart-latency-p50.svg`, `chart-blast-total.svg`) into DIR.
+//! The `rig` results (`rig-<leg>-<queue>-<client>.json`) get throughput
+//! tables of their own (`rig.rs`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
+
+mod rig;
 
 /// Legs in table order, with the label shown.
 const LEGS: [(&str, &str); 3] = [
@@ -150,38 +154,48 @@ fn ratio(ours: Option<Spread>, base: Option<Spread>) -> String {
 
 type Results = BTreeMap<(String, String, String), Row>;
 
-fn load(dir: &Path) -> Result<(Results, Vec<String>)> {
-    let mut results = Results::new();
-    let mut failed = Vec::new();
+/// The files in `dir`, sorted, as (path, stem split at '-', extension).
+fn result_files(dir: &Path) -> Result<Vec<(PathBuf, Vec<String>, String)>> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
-    for path in entries {
-        let (Some(stem), Some(ext)) = (
-            path.file_stem().and_then(|s| s.to_str()),
-            path.extension().and_then(|s| s.to_str()),
-        ) else {
-            continue;
-        };
-        let parts: Vec<&str> = stem.split('-').collect();
-        let [leg, scenario, client] = parts[..] else {
+    Ok(entries
+        .into_iter()
+        .filter_map(|path| {
+            let stem = path.file_stem()?.to_str()?;
+            let parts = stem.split('-').map(str::to_string).collect();
+            let ext = path.extension()?.to_str()?.to_string();
+            Some((path, parts, ext))
+        })
+        .collect())
+}
+
+/// A run without its JSON (or with one that does not parse) failed.
+fn failed_run(path: &Path, ext: &str) -> bool {
+    ext == "err" && !path.with_extension("json").exists()
+}
+
+fn load(dir: &Path) -> Result<(Results, Vec<String>)> {
+    let mut results = Results::new();
+    let mut failed = Vec::new();
+    for (path, parts, ext) in result_files(dir)? {
+        let stem = parts.join("-");
+        let [leg, scenario, client] = &parts[..] else {
             continue;
         };
         let key = (leg.to_string(), scenario.to_string(), client.to_string());
-        match ext {
-            "json" => {
-                let text = std::fs::read_to_string(&path)?;
-                match serde_json::from_str::<Value>(&text) {
-                    Ok(v) => {
-                        results.insert(key, row(&v));
-                    }
-                    Err(_) => failed.push(stem.to_string()),
+        if ext == "json" {
+            let text = std::fs::read_to_string(&path)?;
+            match serde_json::from_str::<Value>(&text) {
+                Ok(v) => {
+                    results.insert(key, row(&v));
                 }
+                Err(_) => failed.push(stem),
             }
-            "err" if !path.with_extension("json").exists() => failed.push(stem.to_string()),
-            _ => {}
+        } else if failed_run(&path, &ext) {
+            failed.push(stem);
         }
     }
     Ok((results, failed))
@@ -240,10 +254,12 @@ fn machine_section(dir: &Path, out: &mut String) -> Result<()> {
 }
 
 fn summarize(dir: &Path) -> Result<String> {
-    let (results, failed) = load(dir)?;
-    if results.is_empty() && failed.is_empty() {
+    let (results, mut failed) = load(dir)?;
+    let (rigs, rig_failed) = rig::load(dir)?;
+    failed.extend(rig_failed);
+    if results.is_empty() && failed.is_empty() && rigs.is_empty() {
         bail!(
-            "no <leg>-<scenario>-<client>.json results in {}",
+            "no <leg>-<scenario>-<client>.json or rig-*.json results in {}",
             dir.display()
         );
     }
@@ -341,9 +357,12 @@ fn summarize(dir: &Path) -> Result<String> {
         }
     }
 
+    rig::section(&rigs, &mut out)?;
+
     let mut stacks: Vec<String> = results
         .values()
         .map(|r| format!("{} -> {}", r.client, r.target))
+        .chain(rig::stacks(&rigs))
         .collect();
     stacks.sort();
     stacks.dedup();
