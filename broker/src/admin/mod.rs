@@ -98,6 +98,9 @@ pub struct QueueStatus {
     pub consumers: usize,
     /// The last Raft log index this node applied for the queue.
     pub applied_index: Option<u64>,
+    /// The Raft term this node is in for the queue (a change of leader
+    /// always raises it: a benchmark compares it before and after).
+    pub term: Option<u64>,
 }
 
 /// The fabric envelope kind of admin requests (the payload is a postcard

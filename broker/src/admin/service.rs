@@ -154,6 +154,7 @@ impl AdminService {
                     unsettled: 0,
                     consumers: 0,
                     applied_index: None,
+                    term: None,
                 },
             );
         }
@@ -170,12 +171,14 @@ impl AdminService {
                     unsettled: 0,
                     consumers: 0,
                     applied_index: None,
+                    term: None,
                 });
             entry.leader = metrics.current_leader;
             entry.ready = stats.ready;
             entry.unsettled = stats.unsettled;
             entry.consumers = stats.consumers;
             entry.applied_index = metrics.last_applied.map(|id| id.index);
+            entry.term = Some(metrics.current_term);
         }
         for stats in self.registry.stats() {
             if stats.address.starts_with("/quorum/") {
@@ -191,6 +194,7 @@ impl AdminService {
                     unsettled: stats.unsettled,
                     consumers: stats.consumers,
                     applied_index: None,
+                    term: None,
                 },
             );
         }

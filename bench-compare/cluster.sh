@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Quorum-queue latency and throughput against the 3-node cluster from
+# deploy/local-cluster.sh, through the queue's leader and through a
+# follower, with the same client (the latency bin, raw client).
+#
+#   bench-compare/cluster.sh                 # 3 trials per path
+#   bench-compare/cluster.sh --trials 5 --no-build
+#
+# For each trial and path: closed-loop publish -> deliver -> accept with
+# `accepted` awaited (LAT_LAT_N samples after a warm-up), then a blast of
+# LAT_N messages with 1,000 confirms in flight. The queue's Raft term is
+# read before and after every run: a higher term means the leader changed
+# under load, which the summary reports.
+#
+# Writes docs/benchmarks/results/<UTC timestamp>-cluster/{leader,follower}-tN.json
+# and summary.md.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+trials=3
+build=1
+while (($#)); do
+    case "$1" in
+    --trials) trials="$2"; shift 2 ;;
+    --no-build) build=0; shift ;;
+    *) echo "usage: $0 [--trials N] [--no-build]" >&2; exit 2 ;;
+    esac
+done
+
+export RAMQP_BASE_PORT="${RAMQP_BASE_PORT:-7672}"
+export RAMQP_CLUSTER_DIR
+RAMQP_CLUSTER_DIR="$(mktemp -d /tmp/ramqp-bench-cluster.XXXXXX)"
+target="$(cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+if ((build)); then
+    cargo build --release -p ramqp-brokerd --bins -p ramqp-bench-compare --bin latency
+fi
+export RAMQP_BIN_DIR="$target/release"
+stamp="$(date -u +%Y-%m-%dT%H%M%SZ)"
+out="docs/benchmarks/results/$stamp-cluster"
+mkdir -p "$out"
+
+cleanup() {
+    deploy/local-cluster.sh stop >/dev/null 2>&1 || true
+    rm -rf "$RAMQP_CLUSTER_DIR"
+}
+trap cleanup EXIT
+deploy/local-cluster.sh start >/dev/null
+
+address=/quorum/bench
+fabric() { echo "127.0.0.1:$((RAMQP_BASE_PORT + 10 + $1 - 1))"; }
+amqp() { echo "amqp://127.0.0.1:$((RAMQP_BASE_PORT + $1 - 1))"; }
+queue_field() { # node field
+    "$RAMQP_BIN_DIR/ramqp-ctl" --fabric "$(fabric "$1")" status --json |
+        python3 -c "import json, sys
+q = [q for q in json.load(sys.stdin)['queues'] if q['address'] == '$address']
+print(q[0]['$2'] if q and q[0]['$2'] is not None else '')"
+}
+
+# Declare the queue (first attach creates it) and find its leader.
+"$RAMQP_BIN_DIR/latency" --client raw --url "$(amqp 1)" --address "$address" \
+    --confirm --lat-n 10 --warmup 0 --n 0 >/dev/null
+leader=""
+for _ in $(seq 100); do
+    leader="$(queue_field 1 leader)"
+    [[ -n "$leader" ]] && break
+    sleep 0.1
+done
+[[ -n "$leader" ]] || { echo "no leader for $address" >&2; exit 1; }
+follower=$((leader % 3 + 1))
+echo "leader: node $leader, follower used: node $follower"
+
+run() { # path node trial
+    local before after
+    before="$(queue_field "$2" term)"
+    "$RAMQP_BIN_DIR/latency" --client raw --url "$(amqp "$2")" --address "$address" \
+        --confirm --lat-n "${LAT_LAT_N:-3000}" --warmup 300 --n "${LAT_N:-50000}" \
+        --window 1000 --timeout-ms 30000 >"$out/$1-t$3.json"
+    after="$(queue_field "$2" term)"
+    echo "$1 trial $3: term $before -> $after"
+    echo "$1 $3 $before $after" >>"$out/terms.txt"
+}
+for t in $(seq "$trials"); do
+    run leader "$leader" "$t"
+    run follower "$follower" "$t"
+done
+
+python3 - "$out" "$leader" "$follower" <<'EOF'
+import json, statistics, sys, pathlib
+out, leader, follower = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+rows = {}
+for path in ("leader", "follower"):
+    runs = [json.loads(p.read_text()) for p in sorted(out.glob(f"{path}-t*.json"))]
+    p50 = [r["percentiles_us"]["p50"]["median"] for r in runs]
+    p99 = [r["percentiles_us"]["p99"]["median"] for r in runs]
+    pub = [r["throughput_msg_s"]["publish"]["median"] for r in runs]
+    tot = [r["throughput_msg_s"]["total"]["median"] for r in runs]
+    rows[path] = (p50, p99, pub, tot)
+terms = [line.split() for line in (out / "terms.txt").read_text().splitlines()]
+changes = sum(1 for _, _, before, after in terms if before != after)
+fmt = lambda xs, unit="": f"{statistics.median(xs):,.0f}{unit} ({min(xs):,.0f}-{max(xs):,.0f})"
+lines = [
+    f"# Quorum queue on the 3-node cluster (leader node {leader}, follower node {follower})",
+    "",
+    "| path | closed-loop p50 µs | p99 µs | blast publish msg/s (1,000 in flight) | blast total msg/s |",
+    "|---|---:|---:|---:|---:|",
+]
+for path, (p50, p99, pub, tot) in rows.items():
+    lines.append(f"| {path} | {fmt(p50)} | {fmt(p99)} | {fmt(pub)} | {fmt(tot)} |")
+ratio = statistics.median(rows["follower"][0]) / statistics.median(rows["leader"][0])
+lines += ["", f"p50 follower / leader: {ratio:.2f}", f"runs with a leader change (term raised): {changes} of {len(terms)}",
+          "", "median (min-max) over the trials; 256 B bodies; raw client (bench-compare/src/raw)."]
+(out / "summary.md").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
