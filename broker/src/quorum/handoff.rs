@@ -228,7 +228,12 @@ impl QuorumNode {
             }
         })
         .await;
-        let leader = metrics.borrow().current_leader;
+        // This node may not have heard from the winner yet: prefer its word.
+        let leader = elected
+            .as_ref()
+            .ok()
+            .copied()
+            .or(metrics.borrow().current_leader);
         match (elected, stepped_down) {
             (_, Ok(())) => Ok((target, leader.filter(|l| *l != me))),
             (Err(error), Err(_)) => Err(format!("node {target}: {error}; still leading")),
@@ -305,7 +310,8 @@ impl QuorumNode {
         self.log_store_stats();
         let queues = self.queues();
         let mut tasks = tokio::task::JoinSet::new();
-        for queue in queues.iter().cloned() {
+        for queue in &queues {
+            let queue = Arc::clone(queue);
             let node = self.clone();
             tasks.spawn(async move {
                 queue.flush_settlements(FLUSH).await;

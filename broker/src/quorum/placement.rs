@@ -92,7 +92,11 @@ impl QuorumNode {
         let queue = self
             .ensure_open(name, preferred.then_some(members.as_slice()))
             .await?;
-        if !preferred && queue.leader().is_none() {
+        if preferred {
+            // The metadata follower may have opened it (uninitialized)
+            // between the declaration and here.
+            initialize(&queue.raft, queue.address(), &members).await?;
+        } else if queue.leader().is_none() {
             let asked = crate::forward::ask_to_create(
                 self.transport.as_ref(),
                 self.node_id,

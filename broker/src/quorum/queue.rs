@@ -124,6 +124,17 @@ impl QuorumQueue {
     pub fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader
     }
+
+    /// The group's voters in this replica's latest membership, sorted.
+    pub fn voters(&self) -> Vec<NodeId> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect()
+    }
 }
 
 /// Whether the metrics say this node leads.
