@@ -105,7 +105,7 @@ impl QuorumNode {
         }
         let mut lines = Vec::new();
         for queue_ref in &queues {
-            match self.hand_off(queue_ref, to).await {
+            match self.hand_off(queue_ref, to, false).await {
                 Ok(done) => {
                     lines.push(done.to_string());
                     if let (Some(to), Some(meta)) = (to, self.metadata.get()) {
@@ -124,11 +124,15 @@ impl QuorumNode {
     }
 
     /// Hand the leadership of `queue` to `to` (or the most up-to-date
-    /// voter): see the module documentation.
+    /// voter): see the module documentation. `stopping`: this node shuts
+    /// the group down right after, so it only waits (bounded by about a
+    /// lease) for the campaign's answer and not for its own step-down;
+    /// the campaign goes on without it.
     pub(crate) async fn hand_off(
         &self,
         queue: &Arc<QuorumQueue>,
         to: Option<NodeId>,
+        stopping: bool,
     ) -> Result<HandOff, QuorumError> {
         let me = self.node_id;
         let address = queue.address().to_string();
@@ -168,9 +172,16 @@ impl QuorumNode {
         }
         let started = Instant::now();
         queue.hold_proposals(true);
-        let result = self.hand_off_held(queue, to, &voters, &address).await;
+        let result = self
+            .hand_off_held(queue, to, &voters, &address, stopping)
+            .await;
         let pause = started.elapsed();
-        queue.hold_proposals(false);
+        // A stopping node keeps holding: a batch appended now would make
+        // its log longer than the target's and cost the target the vote.
+        // The held batches are answered `released` when the queue goes.
+        if !stopping {
+            queue.hold_proposals(false);
+        }
         let (target, leader) = result.map_err(fail)?;
         tracing::info!(queue = %address, target, ?leader, pause_ms = pause.as_millis() as u64, "leadership handed off");
         Ok(HandOff {
@@ -188,6 +199,7 @@ impl QuorumNode {
         to: Option<NodeId>,
         voters: &[NodeId],
         address: &str,
+        stopping: bool,
     ) -> Result<(NodeId, Option<NodeId>), String> {
         let me = self.node_id;
         let mut metrics = queue.metrics();
@@ -204,14 +216,35 @@ impl QuorumNode {
         .await
         .map_err(|_| format!("no follower matched the log within {CATCH_UP:?}"))??;
         let limit = self.campaign_limit();
-        let elected = crate::forward::ask_to_elect(
-            self.transport.as_ref(),
-            me,
-            target,
-            address,
-            limit + Duration::from_secs(1),
-        )
-        .await;
+        // A task of its own: on an in-process transport the target's
+        // campaign runs in the caller's future, and a stopping node lets it
+        // go on after it has stopped waiting.
+        let mut call = {
+            let transport = self.transport.clone();
+            let address = address.to_owned();
+            let limit = limit + Duration::from_secs(1);
+            tokio::spawn(async move {
+                crate::forward::ask_to_elect(transport.as_ref(), me, target, &address, limit).await
+            })
+        };
+        let answer_wait = if stopping {
+            // About what a campaign needs when this node cannot vote.
+            Duration::from_millis(
+                self.raft_config.election_timeout_max + self.raft_config.heartbeat_interval,
+            )
+        } else {
+            limit + Duration::from_secs(1)
+        };
+        let elected = match tokio::time::timeout(answer_wait, &mut call).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(join)) => Err(join.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {answer_wait:?}; still campaigning"
+            )),
+        };
+        if stopping {
+            return Ok((target, elected.ok()));
+        }
         if let Err(error) = &elected {
             tracing::warn!(queue = %address, target, %error, "target did not win");
         }
@@ -316,7 +349,7 @@ impl QuorumNode {
             tasks.spawn(async move {
                 queue.flush_settlements(FLUSH).await;
                 if leads(&queue, node.node_id) {
-                    match node.hand_off(&queue, None).await {
+                    match node.hand_off(&queue, None, true).await {
                         Ok(done) => tracing::info!(%done, "handed off before stopping"),
                         Err(error) => tracing::warn!(%error, "no hand-off before stopping"),
                     }

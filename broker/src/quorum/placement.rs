@@ -167,7 +167,7 @@ impl QuorumNode {
                     "no member of the new replica set is a voter yet; not changing");
                 return;
             };
-            match self.hand_off(queue, Some(*to)).await {
+            match self.hand_off(queue, Some(*to), false).await {
                 Ok(done) => tracing::info!(queue = %address, %done, "leader left the replica set"),
                 Err(error) => tracing::warn!(queue = %address, %error, "hand-off failed"),
             }
