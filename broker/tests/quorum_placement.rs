@@ -191,6 +191,27 @@ impl Load {
         self.accepted.load(Ordering::Relaxed)
     }
 
+    /// Watch the accepted count until `n` more are accepted: the longest
+    /// time without a new accept (what the publisher saw as the pause).
+    fn longest_gap(&self, n: usize) -> tokio::task::JoinHandle<Duration> {
+        let accepted = self.accepted.clone();
+        tokio::spawn(async move {
+            let want = accepted.load(Ordering::Relaxed) + n;
+            let mut last = (accepted.load(Ordering::Relaxed), Instant::now());
+            let mut longest = Duration::ZERO;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while last.0 < want && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let now = accepted.load(Ordering::Relaxed);
+                if now > last.0 {
+                    longest = longest.max(last.1.elapsed());
+                    last = (now, Instant::now());
+                }
+            }
+            longest
+        })
+    }
+
     /// Wait until `n` more publishes are accepted.
     async fn more(&self, n: usize, what: &str) {
         let want = self.accepted() + n;
@@ -236,6 +257,7 @@ async fn leadership_moves_to_a_named_node_under_load() {
     publish(cluster.addr(1).unwrap(), "moving", &[]).await;
     let (leader, target, clients) = roles(&cluster, "moving").await;
     let load = Load::start(cluster.addr(clients).unwrap(), "moving").await;
+    let gap = load.longest_gap(100);
     let before = load.accepted();
     let started = Instant::now();
     let summary = within(
@@ -254,10 +276,13 @@ async fn leadership_moves_to_a_named_node_under_load() {
         load.accepted() > before
     })
     .await;
-    let resumed_in = started.elapsed();
+    load.more(50, "publishing goes on").await;
+    let gap = within(Duration::from_secs(40), "gap monitor", gap)
+        .await
+        .unwrap();
     eprintln!(
         "move {leader} -> {target} (clients on {clients}): {summary}; call took {moved_in:?}, \
-         publisher resumed after {resumed_in:?}"
+         longest publisher pause {gap:?}"
     );
     assert_eq!(
         cluster.leader_of("moving"),
@@ -269,7 +294,6 @@ async fn leadership_moves_to_a_named_node_under_load() {
         Some(target),
         "the metadata records the target as the preferred leader"
     );
-    load.more(50, "publishing goes on").await;
     load.finish("move").await;
     cluster.shutdown().await;
 }
@@ -280,6 +304,7 @@ async fn a_gracefully_stopped_leader_hands_off_under_load() {
     publish(cluster.addr(1).unwrap(), "handoff", &[]).await;
     let (leader, _, clients) = roles(&cluster, "handoff").await;
     let load = Load::start(cluster.addr(clients).unwrap(), "handoff").await;
+    let gap = load.longest_gap(100);
     let before = load.accepted();
     let started = Instant::now();
     cluster.stop(leader).await;
@@ -295,16 +320,18 @@ async fn a_gracefully_stopped_leader_hands_off_under_load() {
         load.accepted() > before
     })
     .await;
-    let resumed_in = started.elapsed();
+    load.more(50, "publishing goes on").await;
+    let gap = within(Duration::from_secs(40), "gap monitor", gap)
+        .await
+        .unwrap();
     eprintln!(
         "graceful stop of leader {leader} (clients on {clients}): stop took {stopped_in:?}, \
-         new leader {new_leader:?} seen after {leader_in:?}, publisher resumed after {resumed_in:?}"
+         new leader {new_leader:?} seen after {leader_in:?}, longest publisher pause {gap:?}"
     );
     assert!(
         leader_in < Duration::from_secs(6),
         "no leader for {leader_in:?}"
     );
-    load.more(50, "publishing goes on").await;
     load.finish("graceful stop").await;
     cluster.shutdown().await;
 }
