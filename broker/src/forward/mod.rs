@@ -99,10 +99,10 @@ impl Forwarder {
         Duration::from_millis(self.config.publish_timeout_ms + 1000)
     }
 
-    /// The replicas of quorum queue `name` (the one lookup a metadata
-    /// group will replace).
+    /// The replicas of quorum queue `name`, preferred leader first, as
+    /// the cluster metadata places them (see `QuorumNode::replicas`).
     pub(crate) fn replicas(&self, name: &str) -> Vec<NodeId> {
-        crate::quorum::replicas_of(&self.config, group_id(name))
+        self.quorum.replicas(name)
     }
 
     /// The node that owns transient queue `name`: one of the cluster's
@@ -186,6 +186,15 @@ impl Forwarder {
                 let node = self.quorum.get(&address).and_then(|q| q.leader());
                 Reply::Located { node }
             }
+            Request::Elect { address, from } => {
+                let Ok(address) = QueueAddress::parse(&address) else {
+                    return Reply::Failed(format!("bad address {address}"));
+                };
+                match self.quorum.campaign(address.name(), from).await {
+                    Ok(leader) => Reply::Elected { leader },
+                    Err(e) => Reply::Failed(e.to_string()),
+                }
+            }
             Request::Probe { address, links } => self.server.probe(from, &address, links),
             Request::Alive { links } => {
                 let known = self.links.lock().unwrap_or_else(|p| p.into_inner());
@@ -226,8 +235,64 @@ impl Forwarder {
         }
     }
 
-    /// Answer a forwarding `call` envelope.
+    /// Answer a forwarding `call` envelope (also used by the quorum side:
+    /// see [`ask_to_create`] and [`ask_to_elect`]).
     pub(crate) fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture {
         Box::pin(async move { Ok(protocol::reply(&self.answer(from, envelope).await)) })
     }
+}
+
+/// Ask node `to` (a replica, normally the preferred leader) to create
+/// quorum queue `address` and wait for its first leader, within `limit`.
+/// Used by the quorum side so the preferred leader initializes the group.
+pub(crate) async fn ask_to_create(
+    transport: &dyn NodeTransport,
+    from: NodeId,
+    to: NodeId,
+    address: &str,
+    limit: Duration,
+) -> Result<(), String> {
+    let request = Request::Locate {
+        address: address.to_owned(),
+        create: true,
+    };
+    match ask(transport, from, to, &request, limit).await? {
+        Reply::Located { .. } => Ok(()),
+        Reply::Failed(e) => Err(e),
+        other => Err(format!("unexpected answer {other:?}")),
+    }
+}
+
+/// Ask node `to` to campaign for the leadership of `address`, which `from`
+/// is handing off; the leader after the campaign, within `limit`.
+pub(crate) async fn ask_to_elect(
+    transport: &dyn NodeTransport,
+    from: NodeId,
+    to: NodeId,
+    address: &str,
+    limit: Duration,
+) -> Result<NodeId, String> {
+    let request = Request::Elect {
+        address: address.to_owned(),
+        from,
+    };
+    match ask(transport, from, to, &request, limit).await? {
+        Reply::Elected { leader } => Ok(leader),
+        Reply::Failed(e) => Err(e),
+        other => Err(format!("unexpected answer {other:?}")),
+    }
+}
+
+async fn ask(
+    transport: &dyn NodeTransport,
+    from: NodeId,
+    to: NodeId,
+    request: &Request,
+    limit: Duration,
+) -> Result<Reply, String> {
+    let answer = tokio::time::timeout(limit, transport.call(from, to, protocol::request(request)))
+        .await
+        .map_err(|_| format!("node {to} did not answer within {limit:?}"))?
+        .map_err(|e| e.to_string())?;
+    protocol::decode(&answer).map_err(|e| e.to_string())
 }

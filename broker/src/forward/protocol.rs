@@ -40,6 +40,15 @@ pub(crate) enum Request {
         /// Links the serving node holds for the origin.
         links: Vec<u64>,
     },
+    /// A quorum queue's leader hands leadership to the asked node (which
+    /// has matched its log): campaign until elected, bounded. openraft 0.9
+    /// has no transfer-leader call; see `quorum/handoff.rs`.
+    Elect {
+        /// The queue's address.
+        address: String,
+        /// The leader handing off (a leader other than it means done).
+        from: NodeId,
+    },
 }
 
 /// Answers to [`Request`]s.
@@ -63,6 +72,11 @@ pub(crate) enum Reply {
     Dead {
         /// Links the origin no longer has.
         links: Vec<u64>,
+    },
+    /// Answer to `Elect`: who leads now.
+    Elected {
+        /// The new leader.
+        leader: NodeId,
     },
     /// The request could not be served.
     Failed(String),

@@ -147,7 +147,13 @@ impl Registry {
             if !self.config.auto_create {
                 return Err(RegistryError::NotFound(address.to_string()));
             }
-            let replica = quorum.replicas(address.name()).contains(&quorum.node_id());
+            // Declared in the cluster metadata first: its members decide
+            // where the replicas are (see `quorum/placement.rs`).
+            let members = quorum
+                .place(address.name())
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            let replica = members.contains(&quorum.node_id());
             match (&self.forwarder, replica) {
                 (Some(forwarder), false) => forwarder
                     .create_remote(address)

@@ -8,9 +8,11 @@
 //! through a [`crate::net::NodeTransport`]; it knows nothing of gRPC or
 //! redb tables.
 
+mod handoff;
 mod index;
 pub(crate) mod network;
 mod node;
+mod placement;
 mod queue;
 mod state_machine;
 mod transport;
@@ -19,7 +21,8 @@ mod types;
 pub use crate::net::{
     CallFuture, Envelope, LocalTransport, NodeHandler, NodeTransport, TransportError,
 };
-pub(crate) use node::{cluster_members, replicas_of};
+pub use handoff::HandOff;
+pub(crate) use node::cluster_members;
 pub use node::{QuorumError, QuorumNode};
 pub use queue::QuorumQueue;
 pub use transport::RpcKind;

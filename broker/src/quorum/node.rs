@@ -19,7 +19,7 @@ use super::network::GroupNetwork;
 use super::queue::QuorumQueue;
 use super::state_machine::{QueueStateMachine, Shared};
 use super::transport::RpcKind;
-use super::types::{group_id, GroupId, NodeId, QueueRaft};
+use super::types::{group_id, GroupId, NodeId, QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
 use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::queue::{Queue, QueueAddress, QueueKind};
@@ -51,20 +51,42 @@ pub enum QuorumError {
     /// Two queue names hash to the same group id.
     #[error("queue {0} collides with {1} (same group id)")]
     Collision(String, String),
+    /// The cluster metadata could not record or tell the placement.
+    #[error("cluster metadata: {0}")]
+    Metadata(#[from] crate::meta::MetaError),
+    /// This node does not lead the queue (so cannot hand it off).
+    #[error("{0}: this node does not lead it (leader {1:?})")]
+    NotLeader(String, Option<NodeId>),
+    /// No open quorum queue of that name here.
+    #[error("no quorum queue {0} on this node")]
+    NoSuchQueue(String),
+    /// A leadership hand-off did not complete.
+    #[error("hand-off of {queue}: {reason}")]
+    HandOff {
+        /// The queue.
+        queue: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 type GroupCell = Arc<OnceCell<Arc<QuorumQueue>>>;
 
 /// This node's quorum queues.
 pub struct QuorumNode {
-    node_id: NodeId,
+    pub(super) node_id: NodeId,
     dir: PathBuf,
     store: LogStore,
-    transport: Arc<dyn NodeTransport>,
-    config: QuorumConfig,
-    raft_config: Arc<openraft::Config>,
+    pub(super) transport: Arc<dyn NodeTransport>,
+    pub(super) config: QuorumConfig,
+    pub(super) raft_config: Arc<openraft::Config>,
     groups: Mutex<HashMap<GroupId, GroupCell>>,
-    metadata: std::sync::OnceLock<Arc<crate::meta::Metadata>>,
+    pub(super) metadata: std::sync::OnceLock<Arc<crate::meta::Metadata>>,
+    /// Set by [`QuorumNode::shutdown`]: the metadata follower stops.
+    pub(super) stopping: std::sync::atomic::AtomicBool,
+    /// Groups the metadata no longer places here, since when (see
+    /// `placement.rs`).
+    pub(super) retiring: Mutex<HashMap<GroupId, tokio::time::Instant>>,
 }
 
 /// File in a group's directory naming its queue.
@@ -104,9 +126,11 @@ impl QuorumNode {
             raft_config: Arc::new(raft_config),
             groups: Mutex::new(HashMap::new()),
             metadata: std::sync::OnceLock::new(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
+            retiring: Mutex::new(HashMap::new()),
         });
         for name in node.names_on_disk()? {
-            node.ensure_open(&name, false).await?;
+            node.ensure_open(&name, None).await?;
         }
         Ok(node)
     }
@@ -120,24 +144,6 @@ impl QuorumNode {
     /// The Raft timings every group of this node runs with.
     pub fn raft_config(&self) -> Arc<openraft::Config> {
         self.raft_config.clone()
-    }
-
-    /// Place queues by the cluster metadata from now on (see `crate::meta`).
-    pub fn attach_metadata(self: &Arc<Self>, metadata: Arc<crate::meta::Metadata>) {
-        let _ = self.metadata.set(metadata);
-    }
-
-    /// Hand the leadership of `queue` (every queue this node leads when
-    /// `None`) to `to` (or whichever replica wins). A summary on success.
-    pub async fn move_leadership(
-        &self,
-        queue: Option<&str>,
-        to: Option<NodeId>,
-    ) -> Result<String, QuorumError> {
-        let _ = (queue, to);
-        Err(QuorumError::Raft(
-            "moving leadership is not built yet".into(),
-        ))
     }
 
     /// This node's id.
@@ -180,6 +186,15 @@ impl QuorumNode {
             .clone()
     }
 
+    /// Drop the group from this node's table (its replica was stopped); a
+    /// later open starts it again from its directory.
+    pub(super) fn forget(&self, group: GroupId) {
+        self.groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&group);
+    }
+
     /// The queue if this node already has its group open.
     pub fn get(&self, address: &QueueAddress) -> Option<Arc<QuorumQueue>> {
         let group = group_id(address.name());
@@ -204,29 +219,18 @@ impl QuorumNode {
         cells.iter().filter_map(|c| c.get().cloned()).collect()
     }
 
-    /// Open (creating and initializing if new) the group of `name` and
-    /// wait until it has a leader.
-    pub async fn ensure(&self, name: &str) -> Result<Arc<QuorumQueue>, QuorumError> {
-        let queue = self.ensure_open(name, true).await?;
-        let wait = Duration::from_millis(self.config.leader_wait_ms);
-        queue
-            .raft
-            .wait(Some(wait))
-            .metrics(|m| m.current_leader.is_some(), "leader elected")
-            .await
-            .map_err(|_| QuorumError::NoLeader(format!("/quorum/{name}"), wait))?;
-        Ok(queue)
-    }
-
-    async fn ensure_open(
+    /// Open the group of `name` (re-opening it from disk, or creating it
+    /// here). With `init`, a group new to this node is initialized with
+    /// those members; without, it waits to be reached by its leader.
+    pub(super) async fn ensure_open(
         &self,
         name: &str,
-        initialize: bool,
+        init: Option<&[NodeId]>,
     ) -> Result<Arc<QuorumQueue>, QuorumError> {
         let group = group_id(name);
         let queue = self
             .cell(group)
-            .get_or_try_init(|| self.open_group(name, group, initialize))
+            .get_or_try_init(|| self.open_group(name, group, init))
             .await?
             .clone();
         if queue.address().name() != name {
@@ -238,28 +242,11 @@ impl QuorumNode {
         Ok(queue)
     }
 
-    /// The members of a new group: `replication_factor` nodes of the
-    /// cluster in ring order from a place chosen by the group id. Every
-    /// node computes the same set for the same queue, so two nodes that
-    /// create it at once initialize it identically (openraft allows that;
-    /// different member sets would split the group).
-    fn members_for(&self, group: GroupId) -> BTreeMap<NodeId, BasicNode> {
-        replicas_of(&self.config, group)
-            .into_iter()
-            .map(|id| (id, BasicNode::default()))
-            .collect()
-    }
-
-    /// The nodes that hold a replica of `name` (see [`replicas_of`]).
-    pub fn replicas(&self, name: &str) -> Vec<NodeId> {
-        replicas_of(&self.config, group_id(name))
-    }
-
     async fn open_group(
         &self,
         name: &str,
         group: GroupId,
-        initialize: bool,
+        init: Option<&[NodeId]>,
     ) -> Result<Arc<QuorumQueue>, QuorumError> {
         let address = QueueAddress::parse(&format!("/quorum/{name}"))
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
@@ -278,7 +265,7 @@ impl QuorumNode {
             Ok(_) => {}
             Err(_) => {
                 // A new group here: create it only where it has a replica.
-                if initialize && !self.members_for(group).contains_key(&self.node_id) {
+                if init.is_some_and(|members| !members.contains(&self.node_id)) {
                     return Err(QuorumError::NotReplica(address.to_string(), self.node_id));
                 }
                 std::fs::write(&name_file, name).map_err(io)?;
@@ -306,19 +293,8 @@ impl QuorumNode {
         )
         .await
         .map_err(|e| QuorumError::Raft(e.to_string()))?;
-        if initialize {
-            let initialized = raft
-                .is_initialized()
-                .await
-                .map_err(|e| QuorumError::Raft(e.to_string()))?;
-            if !initialized {
-                let members = self.members_for(group);
-                tracing::info!(queue = %address, group, ?members, "creating quorum queue");
-                if let Err(e) = raft.initialize(members).await {
-                    // Another node initialized it first: that is fine.
-                    tracing::debug!(queue = %address, error = %e, "initialize");
-                }
-            }
+        if let Some(members) = init {
+            initialize(&raft, &address, members).await?;
         }
         Ok(QuorumQueue::start(
             address,
@@ -335,8 +311,8 @@ impl QuorumNode {
         self.store.stats()
     }
 
-    /// Stop every group (the node is shutting down).
-    pub async fn shutdown(&self) {
+    /// Log the store's counters (the node is shutting down).
+    pub(super) fn log_store_stats(&self) {
         let stats = self.store.stats();
         tracing::info!(
             commits = stats.commits,
@@ -345,12 +321,6 @@ impl QuorumNode {
             commit_ms = stats.commit_time.as_millis() as u64,
             "raft log store"
         );
-        for queue in self.queues() {
-            queue.flush_settlements(Duration::from_secs(2)).await;
-            if let Err(error) = queue.raft.shutdown().await {
-                tracing::warn!(queue = %queue.address(), %error, "raft shutdown");
-            }
-        }
     }
 
     async fn serve_rpc(self: Arc<Self>, envelope: Envelope) -> Result<Bytes, TransportError> {
@@ -367,7 +337,7 @@ impl QuorumNode {
             return Err(remote(format!("not a Raft RPC: kind {}", envelope.kind)));
         };
         let queue = self
-            .ensure_open(name, false)
+            .ensure_open(name, None)
             .await
             .map_err(|e| remote(e.to_string()))?;
         let raft = &queue.raft;
@@ -397,10 +367,10 @@ impl QuorumNode {
     }
 }
 
-/// The members of a group: `replication_factor` nodes of the cluster in
-/// ring order from a place chosen by the group id. The one place that
-/// decides where a queue's replicas are (a metadata group will replace
-/// this deterministic choice later).
+/// The members of a group without cluster metadata (a `QuorumNode` used
+/// on its own, or before `attach_metadata`): `replication_factor` nodes of
+/// the cluster in ring order from a place chosen by the group id. With
+/// metadata attached, `placement.rs` asks the metadata instead.
 pub(crate) fn replicas_of(config: &QuorumConfig, group: GroupId) -> Vec<NodeId> {
     let all = cluster_members(config);
     let start = (group % all.len() as u64) as usize;
@@ -439,6 +409,33 @@ async fn open_store(path: &Path) -> Result<LogStore, QuorumError> {
             other => return Ok(other?),
         }
     }
+}
+
+/// Initialize a group new to this node with `members` (if it is not yet):
+/// used by the node that creates the queue (its preferred leader, which
+/// then wins the first election, so leaders spread as the metadata placed
+/// them). Identical initializations by two nodes are allowed by openraft.
+pub(super) async fn initialize(
+    raft: &QueueRaftHandle,
+    address: &QueueAddress,
+    members: &[NodeId],
+) -> Result<(), QuorumError> {
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|e| QuorumError::Raft(e.to_string()))?;
+    if !initialized {
+        let members: BTreeMap<NodeId, BasicNode> = members
+            .iter()
+            .map(|id| (*id, BasicNode::default()))
+            .collect();
+        tracing::info!(queue = %address, ?members, "creating quorum queue");
+        if let Err(e) = raft.initialize(members).await {
+            // Another node initialized it first: that is fine.
+            tracing::debug!(queue = %address, error = %e, "initialize");
+        }
+    }
+    Ok(())
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Bytes, String> {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::ServerState;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::state_machine::Shared;
 use super::types::{Command, NodeId, QueueRaftHandle, SettleKind, ENQUEUE_BATCH_MAX};
@@ -54,6 +54,10 @@ pub struct QuorumQueue {
     settles: mpsc::UnboundedSender<SettleMsg>,
     /// Publishes in order to the proposer task; bounded by `gate`.
     proposals: mpsc::UnboundedSender<Proposal>,
+    /// While true, neither publishes nor settlements are proposed (they
+    /// wait): a leadership hand-off needs the log to stop growing so the
+    /// target can match it and win the vote (see `handoff.rs`).
+    hold: watch::Sender<bool>,
 }
 
 impl QuorumQueue {
@@ -70,6 +74,7 @@ impl QuorumQueue {
     ) -> Arc<QuorumQueue> {
         let (settles, settle_rx) = mpsc::unbounded_channel();
         let (proposals, proposal_rx) = mpsc::unbounded_channel();
+        let (hold, hold_rx) = watch::channel(false);
         let gate = Arc::new(PublishGate {
             in_flight: AtomicUsize::new(0),
             max_in_flight,
@@ -80,6 +85,7 @@ impl QuorumQueue {
             proposal_rx,
             gate.clone(),
             publish_timeout,
+            hold_rx.clone(),
         ));
         tokio::spawn(watch_leadership(
             raft.clone(),
@@ -87,7 +93,7 @@ impl QuorumQueue {
             node_id,
             address.to_string(),
         ));
-        tokio::spawn(replicate_settlements(raft.clone(), settle_rx));
+        tokio::spawn(replicate_settlements(raft.clone(), settle_rx, hold_rx));
         Arc::new(QuorumQueue {
             address,
             node_id,
@@ -96,7 +102,15 @@ impl QuorumQueue {
             gate,
             settles,
             proposals,
+            hold,
         })
+    }
+
+    /// Stop (true) or resume (false) proposing publishes and settlements.
+    /// Publishes taken meanwhile wait in order; a held batch proposed after
+    /// the leadership moved is answered `released` as usual.
+    pub(crate) fn hold_proposals(&self, hold: bool) {
+        self.hold.send_replace(hold);
     }
 
     fn not_leader(&self) -> QueueError {
@@ -109,6 +123,17 @@ impl QuorumQueue {
     /// The node that leads the group, if known.
     pub fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader
+    }
+
+    /// The group's voters in this replica's latest membership, sorted.
+    pub fn voters(&self) -> Vec<NodeId> {
+        self.raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .collect()
     }
 }
 
@@ -220,6 +245,7 @@ async fn propose_in_order(
     mut proposals: mpsc::UnboundedReceiver<Proposal>,
     gate: Arc<PublishGate>,
     timeout: Duration,
+    mut hold: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(ENTRIES_IN_FLIGHT_MAX));
     let mut carry: Option<Proposal> = None;
@@ -262,6 +288,11 @@ async fn propose_in_order(
                 }
             }
         };
+        // During a hand-off the batch waits (the log must stop growing).
+        if hold.wait_for(|held| !*held).await.is_err() {
+            finish(Outcome::Released, confirms);
+            return;
+        }
         let committed = match raft.client_write_ff(Command::Enqueue { messages }).await {
             Ok(committed) => committed,
             Err(error) => {
@@ -292,7 +323,11 @@ async fn propose_in_order(
 }
 
 /// Propose settlements in batches: one log entry per batch and kind.
-async fn replicate_settlements(raft: QueueRaftHandle, mut rx: mpsc::UnboundedReceiver<SettleMsg>) {
+async fn replicate_settlements(
+    raft: QueueRaftHandle,
+    mut rx: mpsc::UnboundedReceiver<SettleMsg>,
+    mut hold: watch::Receiver<bool>,
+) {
     while let Some(first) = rx.recv().await {
         let mut remove = Vec::new();
         let mut failed = Vec::new();
@@ -315,6 +350,9 @@ async fn replicate_settlements(raft: QueueRaftHandle, mut rx: mpsc::UnboundedRec
         for (ids, kind) in [(remove, SettleKind::Remove), (failed, SettleKind::Failed)] {
             if ids.is_empty() {
                 continue;
+            }
+            if hold.wait_for(|held| !*held).await.is_err() {
+                return;
             }
             // A failed proposal (leadership lost) is harmless: the new
             // leader still holds the messages and delivers them again.

@@ -1,0 +1,397 @@
+//! Leadership hand-off: moving a queue's leadership for maintenance
+//! ([`QuorumNode::move_leadership`]) and on a graceful stop
+//! ([`QuorumNode::shutdown`]).
+//!
+//! openraft 0.9 has no transfer-leader call, and a voter rejects a vote
+//! request while its leader lease (`election_timeout_max`) has not run out
+//! since it last heard from the leader (`Engine::handle_vote_req`). What
+//! it does allow: a leader whose own vote was committed more than a lease
+//! ago grants a higher-term candidate with an equal log (a leader does
+//! not refresh its own vote time), and a leader that sees a higher vote
+//! in a heartbeat answer steps down. So the hand-off is:
+//!
+//! 1. the leader holds its proposer and settlement batcher (publishes
+//!    wait in order), so its log stops growing;
+//! 2. waits (bounded, [`CATCH_UP`]) until the target has matched its last
+//!    log index (and it has applied it);
+//! 3. asks the target (a `Request::Elect` over the node transport) to
+//!    campaign: `trigger().elect()`, repeated every half election time-out
+//!    until it wins or sees another new leader, bounded by a lease plus
+//!    two election time-outs. The old leader grants at once (or steps down
+//!    on the first rejected heartbeat and then grants); the other voters
+//!    only after their lease, which matters only when the old leader can
+//!    not answer (see below);
+//! 4. waits until it no longer leads, then lets the held batches go: they
+//!    fail with "not leader" and the publishers hear `released`, so their
+//!    routed queues send them again to the new leader.
+//!
+//! Re-opening the old leader's Raft (the brief's first idea) would not
+//! make it a follower: 0.9's `Engine::startup` restores a node that was
+//! leader as leader at once. A stopping node whose transport handler is
+//! already unregistered cannot answer the vote, so there the new leader
+//! needs another voter's grant, which comes once that voter's lease ran
+//! out after the last heartbeat: a pause of about `election_timeout_max`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{RaftMetrics, ServerState};
+use tokio::time::Instant;
+
+use super::node::{QuorumError, QuorumNode};
+use super::placement::leads;
+use super::queue::QuorumQueue;
+use super::types::NodeId;
+use crate::queue::{Queue, QueueAddress};
+
+/// How long the leader waits for the target to match its log.
+const CATCH_UP: Duration = Duration::from_secs(2);
+/// How long a graceful stop flushes settlements before handing off.
+const FLUSH: Duration = Duration::from_secs(2);
+
+/// What a hand-off did.
+#[derive(Debug, Clone)]
+pub struct HandOff {
+    /// The queue's address.
+    pub queue: String,
+    /// The node asked to take over.
+    pub target: NodeId,
+    /// Who leads afterwards, if known.
+    pub leader: Option<NodeId>,
+    /// From holding the proposals to this node no longer leading.
+    pub pause: Duration,
+}
+
+impl std::fmt::Display for HandOff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: asked node {} to lead; leader now {:?}; publishing paused {} ms",
+            self.queue,
+            self.target,
+            self.leader,
+            self.pause.as_millis()
+        )
+    }
+}
+
+impl QuorumNode {
+    /// Hand the leadership of `queue` (every queue this node leads when
+    /// `None`) to `to` (the most up-to-date follower when `None`). A
+    /// summary on success, one line per queue. With a target, the metadata
+    /// records it as the preferred leader.
+    pub async fn move_leadership(
+        &self,
+        queue: Option<&str>,
+        to: Option<NodeId>,
+    ) -> Result<String, QuorumError> {
+        let queues: Vec<Arc<QuorumQueue>> = match queue {
+            Some(name) => {
+                let address = QueueAddress::parse(&format!("/quorum/{name}"))
+                    .map_err(|e| QuorumError::NoSuchQueue(format!("{name}: {e}")))?;
+                vec![self
+                    .get(&address)
+                    .ok_or_else(|| QuorumError::NoSuchQueue(address.to_string()))?]
+            }
+            None => self
+                .queues()
+                .into_iter()
+                .filter(|q| leads(q, self.node_id))
+                .collect(),
+        };
+        if queues.is_empty() {
+            return Ok(format!("node {} leads no quorum queue", self.node_id));
+        }
+        let mut lines = Vec::new();
+        for queue_ref in &queues {
+            match self.hand_off(queue_ref, to, false).await {
+                Ok(done) => {
+                    lines.push(done.to_string());
+                    if let (Some(to), Some(meta)) = (to, self.metadata.get()) {
+                        if let Err(error) = meta.move_leader(queue_ref.address().name(), to).await {
+                            tracing::warn!(queue = %queue_ref.address(), %error,
+                                "preferred leader not recorded");
+                        }
+                    }
+                }
+                // One named queue: its error is the answer.
+                Err(error) if queue.is_some() => return Err(error),
+                Err(error) => lines.push(format!("{}: {error}", queue_ref.address())),
+            }
+        }
+        Ok(lines.join("\n"))
+    }
+
+    /// Hand the leadership of `queue` to `to` (or the most up-to-date
+    /// voter): see the module documentation. `stopping`: this node shuts
+    /// the group down right after, so it only waits (bounded by about a
+    /// lease) for the campaign's answer and not for its own step-down;
+    /// the campaign goes on without it.
+    pub(crate) async fn hand_off(
+        &self,
+        queue: &Arc<QuorumQueue>,
+        to: Option<NodeId>,
+        stopping: bool,
+    ) -> Result<HandOff, QuorumError> {
+        let me = self.node_id;
+        let address = queue.address().to_string();
+        let fail = |reason: String| QuorumError::HandOff {
+            queue: address.clone(),
+            reason,
+        };
+        let voters: Vec<NodeId> = {
+            let metrics = queue.metrics();
+            let m = metrics.borrow();
+            if !(m.state == ServerState::Leader && m.current_leader == Some(me)) {
+                return Err(QuorumError::NotLeader(address.clone(), m.current_leader));
+            }
+            m.membership_config
+                .membership()
+                .voter_ids()
+                .filter(|id| *id != me)
+                .collect()
+        };
+        if let Some(to) = to {
+            if to == me {
+                return Ok(HandOff {
+                    queue: address,
+                    target: me,
+                    leader: Some(me),
+                    pause: Duration::ZERO,
+                });
+            }
+            if !voters.contains(&to) {
+                return Err(fail(format!(
+                    "node {to} is not a voter (voters {voters:?})"
+                )));
+            }
+        }
+        if voters.is_empty() {
+            return Err(fail("no other voter".into()));
+        }
+        let started = Instant::now();
+        queue.hold_proposals(true);
+        let result = self
+            .hand_off_held(queue, to, &voters, &address, stopping)
+            .await;
+        let pause = started.elapsed();
+        // A stopping node keeps holding: a batch appended now would make
+        // its log longer than the target's and cost the target the vote.
+        // The held batches are answered `released` when the queue goes.
+        if !stopping {
+            queue.hold_proposals(false);
+        }
+        let (target, leader) = result.map_err(fail)?;
+        tracing::info!(queue = %address, target, ?leader, pause_ms = pause.as_millis() as u64, "leadership handed off");
+        Ok(HandOff {
+            queue: address,
+            target,
+            leader,
+            pause,
+        })
+    }
+
+    /// Steps 2-4 with the proposals held: the target and the new leader.
+    async fn hand_off_held(
+        &self,
+        queue: &Arc<QuorumQueue>,
+        to: Option<NodeId>,
+        voters: &[NodeId],
+        address: &str,
+        stopping: bool,
+    ) -> Result<(NodeId, Option<NodeId>), String> {
+        let me = self.node_id;
+        let mut metrics = queue.metrics();
+        let target = tokio::time::timeout(CATCH_UP, async {
+            loop {
+                if let Some(target) = caught_up(&metrics.borrow_and_update(), to, voters) {
+                    return Ok(target);
+                }
+                if metrics.changed().await.is_err() {
+                    return Err("the group stopped".to_string());
+                }
+            }
+        })
+        .await
+        .map_err(|_| format!("no follower matched the log within {CATCH_UP:?}"))??;
+        let limit = self.campaign_limit();
+        // A task of its own: on an in-process transport the target's
+        // campaign runs in the caller's future, and a stopping node lets it
+        // go on after it has stopped waiting.
+        let mut call = {
+            let transport = self.transport.clone();
+            let address = address.to_owned();
+            let limit = limit + Duration::from_secs(1);
+            tokio::spawn(async move {
+                crate::forward::ask_to_elect(transport.as_ref(), me, target, &address, limit).await
+            })
+        };
+        let answer_wait = if stopping {
+            // About what a campaign needs when this node cannot vote.
+            Duration::from_millis(
+                self.raft_config.election_timeout_max + self.raft_config.heartbeat_interval,
+            )
+        } else {
+            limit + Duration::from_secs(1)
+        };
+        let elected = match tokio::time::timeout(answer_wait, &mut call).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(join)) => Err(join.to_string()),
+            Err(_) => Err(format!(
+                "no answer within {answer_wait:?}; still campaigning"
+            )),
+        };
+        if stopping {
+            return Ok((target, elected.ok()));
+        }
+        if let Err(error) = &elected {
+            tracing::warn!(queue = %address, target, %error, "target did not win");
+        }
+        // Release the held batches only once this node has stepped down,
+        // so they are refused instead of appended at the old term.
+        let stepped_down = tokio::time::timeout(limit, async {
+            loop {
+                if !leads_now(&metrics.borrow_and_update(), me) {
+                    return;
+                }
+                if metrics.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        // This node may not have heard from the winner yet: prefer its word.
+        let leader = elected
+            .as_ref()
+            .ok()
+            .copied()
+            .or(metrics.borrow().current_leader);
+        match (elected, stepped_down) {
+            (_, Ok(())) => Ok((target, leader.filter(|l| *l != me))),
+            (Err(error), Err(_)) => Err(format!("node {target}: {error}; still leading")),
+            (Ok(_), Err(_)) => Err(format!("node {target} won but this node still leads")),
+        }
+    }
+
+    /// How long a campaign may take: the other voters' lease may have to
+    /// run out first (see the module documentation), then an election.
+    fn campaign_limit(&self) -> Duration {
+        Duration::from_millis(
+            self.raft_config.election_timeout_max * 3 + self.raft_config.heartbeat_interval,
+        )
+    }
+
+    /// On the target: campaign for `name`'s leadership, which `from` hands
+    /// off, until this node leads or another new leader is known; bounded.
+    pub(crate) async fn campaign(&self, name: &str, from: NodeId) -> Result<NodeId, QuorumError> {
+        let me = self.node_id;
+        let address = QueueAddress::parse(&format!("/quorum/{name}"))
+            .map_err(|e| QuorumError::NoSuchQueue(format!("{name}: {e}")))?;
+        let queue = self
+            .get(&address)
+            .ok_or_else(|| QuorumError::NoSuchQueue(address.to_string()))?;
+        let mut metrics = queue.metrics();
+        let start_term = metrics.borrow().current_term;
+        let deadline = Instant::now() + self.campaign_limit();
+        // Long enough for a vote round trip, short enough to retry soon
+        // after the other voters' lease ran out.
+        let retry = Duration::from_millis((self.raft_config.election_timeout_min / 2).max(50));
+        loop {
+            let (state, leader, term) = {
+                let m = metrics.borrow_and_update();
+                (m.state, m.current_leader, m.current_term)
+            };
+            if state == ServerState::Leader && leader == Some(me) {
+                return Ok(me);
+            }
+            if let Some(other) = leader.filter(|l| *l != me && *l != from && term > start_term) {
+                return Ok(other);
+            }
+            if Instant::now() >= deadline {
+                return Err(QuorumError::HandOff {
+                    queue: address.to_string(),
+                    reason: format!("node {me} was not elected (leader {leader:?})"),
+                });
+            }
+            if state != ServerState::Leader {
+                queue
+                    .raft
+                    .trigger()
+                    .elect()
+                    .await
+                    .map_err(|e| QuorumError::Raft(e.to_string()))?;
+            }
+            let until = (Instant::now() + retry).min(deadline);
+            while let Ok(changed) = tokio::time::timeout_at(until, metrics.changed()).await {
+                if changed.is_err() {
+                    return Err(QuorumError::Raft("the group stopped".into()));
+                }
+                if leads_now(&metrics.borrow_and_update(), me) {
+                    return Ok(me);
+                }
+            }
+        }
+    }
+
+    /// Stop every group (the node is shutting down, e.g. on SIGTERM):
+    /// flush settlements, hand the leadership of every group this node
+    /// leads to a caught-up follower (all groups at once, each bounded),
+    /// then shut the Raft groups down.
+    pub async fn shutdown(self: &Arc<Self>) {
+        self.stopping.store(true, Ordering::Release);
+        self.log_store_stats();
+        let queues = self.queues();
+        let mut tasks = tokio::task::JoinSet::new();
+        for queue in &queues {
+            let queue = Arc::clone(queue);
+            let node = self.clone();
+            tasks.spawn(async move {
+                queue.flush_settlements(FLUSH).await;
+                if leads(&queue, node.node_id) {
+                    match node.hand_off(&queue, None, true).await {
+                        Ok(done) => tracing::info!(%done, "handed off before stopping"),
+                        Err(error) => tracing::warn!(%error, "no hand-off before stopping"),
+                    }
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+        for queue in queues {
+            if let Err(error) = queue.raft.shutdown().await {
+                tracing::warn!(queue = %queue.address(), %error, "raft shutdown");
+            }
+        }
+    }
+}
+
+/// Whether the metrics say `me` leads.
+fn leads_now(m: &RaftMetrics<NodeId, openraft::BasicNode>, me: NodeId) -> bool {
+    m.state == ServerState::Leader && m.current_leader == Some(me)
+}
+
+/// The voter to hand off to once it has matched the leader's whole log
+/// (and the leader applied it, so nothing is in flight): `to` itself, or
+/// any caught-up voter.
+fn caught_up(
+    m: &RaftMetrics<NodeId, openraft::BasicNode>,
+    to: Option<NodeId>,
+    voters: &[NodeId],
+) -> Option<NodeId> {
+    let last = m.last_log_index?;
+    if m.last_applied.map(|l| l.index) != Some(last) {
+        return None;
+    }
+    let replication = m.replication.as_ref()?;
+    let matched = |id: &NodeId| {
+        replication
+            .get(id)
+            .and_then(|l| l.as_ref())
+            .map(|l| l.index)
+            == Some(last)
+    };
+    match to {
+        Some(to) => matched(&to).then_some(to),
+        None => voters.iter().copied().find(matched),
+    }
+}

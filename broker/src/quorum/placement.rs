@@ -1,0 +1,269 @@
+//! Where quorum queues live. With the cluster metadata attached
+//! ([`QuorumNode::attach_metadata`]) a queue's replica set is the one the
+//! metadata group recorded when it was declared (first member = preferred
+//! leader); before that (a `QuorumNode` on its own, unit tests) the
+//! deterministic ring placement of `node::replicas_of` applies.
+//!
+//! - Creating: only the preferred leader initializes a new group (and so
+//!   wins its first election), which spreads leaders as the metadata
+//!   spread preferred leaders. Any other member asks it to (a `Locate`
+//!   with `create`), and initializes itself only if it cannot be reached.
+//! - Following: every node watches `Metadata::changes` (and a 1 s tick)
+//!   and opens the groups it is a member of, so replicas exist before the
+//!   first publish; the leader of a group whose member list changed
+//!   applies it to the Raft membership (learners first, then the voter
+//!   set), retried on the next change or tick; a node no longer a member
+//!   stops its replica once the group no longer counts it.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use openraft::{BasicNode, ServerState};
+use tokio::time::Instant;
+
+use super::node::{initialize, replicas_of, QuorumError, QuorumNode};
+use super::queue::QuorumQueue;
+use super::types::{group_id, NodeId};
+use crate::meta::{Metadata, QueueInfo};
+use crate::queue::{Queue, QueueAddress};
+
+/// How often the metadata follower re-checks without a change (retries of
+/// membership changes that failed or timed out).
+const TICK: Duration = Duration::from_secs(1);
+/// Bound of one membership step (adding a learner until it caught up, or
+/// changing the voters).
+const MEMBERSHIP_STEP: Duration = Duration::from_secs(10);
+/// How long a replica the metadata dropped keeps running while its group
+/// still counts it as a voter (it may be needed for the quorum of the
+/// joint configuration until the change commits).
+const RETIRE_GRACE: Duration = Duration::from_secs(30);
+
+impl QuorumNode {
+    /// Place queues by the cluster metadata from now on, and follow its
+    /// changes (open groups of which this node became a member, apply
+    /// member changes of groups it leads, stop replicas it lost).
+    pub fn attach_metadata(self: &Arc<Self>, metadata: Arc<Metadata>) {
+        if self.metadata.set(metadata.clone()).is_ok() {
+            tokio::spawn(follow_metadata(Arc::downgrade(self), metadata));
+        }
+    }
+
+    /// The cluster metadata, once attached.
+    pub fn metadata(&self) -> Option<&Arc<Metadata>> {
+        self.metadata.get()
+    }
+
+    /// The nodes that hold a replica of `name`, preferred leader first: as
+    /// the metadata recorded it, else (not attached, or not declared yet)
+    /// the deterministic placement.
+    pub fn replicas(&self, name: &str) -> Vec<NodeId> {
+        self.metadata
+            .get()
+            .and_then(|meta| meta.queue(name))
+            .map(|info| info.members)
+            .unwrap_or_else(|| replicas_of(&self.config, group_id(name)))
+    }
+
+    /// Declare `name` (idempotent) and return its replicas, preferred
+    /// leader first.
+    pub async fn place(&self, name: &str) -> Result<Vec<NodeId>, QuorumError> {
+        match self.metadata.get() {
+            Some(meta) => Ok(meta.declare_queue(name).await?.members),
+            None => Ok(replicas_of(&self.config, group_id(name))),
+        }
+    }
+
+    /// Declare and open (creating if new) the group of `name` on this node,
+    /// a replica, and wait (bounded by `leader_wait_ms`) until it has a
+    /// leader. The preferred leader initializes a new group; another
+    /// member asks it to, and initializes the same members itself only if
+    /// it cannot (openraft accepts identical initializations).
+    pub async fn ensure(&self, name: &str) -> Result<Arc<QuorumQueue>, QuorumError> {
+        let wait = Duration::from_millis(self.config.leader_wait_ms);
+        let deadline = Instant::now() + wait;
+        let members = self.place(name).await?;
+        let address = format!("/quorum/{name}");
+        if !members.contains(&self.node_id) {
+            return Err(QuorumError::NotReplica(address, self.node_id));
+        }
+        let preferred = members.first() == Some(&self.node_id) || self.metadata.get().is_none();
+        let queue = self
+            .ensure_open(name, preferred.then_some(members.as_slice()))
+            .await?;
+        if preferred {
+            // The metadata follower may have opened it (uninitialized)
+            // between the declaration and here.
+            initialize(&queue.raft, queue.address(), &members).await?;
+        } else if queue.leader().is_none() {
+            let asked = crate::forward::ask_to_create(
+                self.transport.as_ref(),
+                self.node_id,
+                members[0],
+                &address,
+                wait / 2,
+            )
+            .await;
+            if let Err(error) = asked {
+                if queue.leader().is_none() {
+                    tracing::info!(queue = %address, preferred = members[0], %error,
+                        "preferred leader cannot create the queue; creating it here");
+                    initialize(&queue.raft, queue.address(), &members).await?;
+                }
+            }
+        }
+        queue
+            .raft
+            .wait(Some(deadline.saturating_duration_since(Instant::now())))
+            .metrics(|m| m.current_leader.is_some(), "leader elected")
+            .await
+            .map_err(|_| QuorumError::NoLeader(address, wait))?;
+        Ok(queue)
+    }
+
+    /// Bring this node's groups in line with the metadata (one pass).
+    async fn reconcile(&self, metadata: &Metadata) {
+        let me = self.node_id;
+        for info in metadata.queues() {
+            let Ok(address) = QueueAddress::parse(&format!("/quorum/{}", info.name)) else {
+                continue;
+            };
+            let member = info.members.contains(&me);
+            match self.get(&address) {
+                None if member => {
+                    // Opened without initializing: its leader reaches it.
+                    if let Err(error) = self.ensure_open(&info.name, None).await {
+                        tracing::warn!(queue = %address, %error, "cannot open replica");
+                    }
+                }
+                None => {}
+                Some(queue) if leads(&queue, me) => self.apply_members(&queue, &info).await,
+                Some(queue) if !member => self.retire(&queue).await,
+                Some(_) => {
+                    self.lock_retiring().remove(&info.group);
+                }
+            }
+        }
+    }
+
+    /// On the group's leader: make the Raft voters equal the metadata's
+    /// members. A leader that is itself dropped hands the leadership to a
+    /// remaining member first; that one then applies the change.
+    async fn apply_members(&self, queue: &Arc<QuorumQueue>, info: &QueueInfo) {
+        let desired: BTreeSet<NodeId> = info.members.iter().copied().collect();
+        let voters: BTreeSet<NodeId> = {
+            let metrics = queue.metrics();
+            let m = metrics.borrow();
+            m.membership_config.membership().voter_ids().collect()
+        };
+        if desired.is_empty() || desired == voters {
+            return;
+        }
+        let address = queue.address().to_string();
+        if !desired.contains(&self.node_id) {
+            let Some(to) = info.members.iter().find(|n| voters.contains(n)) else {
+                tracing::warn!(queue = %address, ?desired, ?voters,
+                    "no member of the new replica set is a voter yet; not changing");
+                return;
+            };
+            match self.hand_off(queue, Some(*to), false).await {
+                Ok(done) => tracing::info!(queue = %address, %done, "leader left the replica set"),
+                Err(error) => tracing::warn!(queue = %address, %error, "hand-off failed"),
+            }
+            return;
+        }
+        tracing::info!(queue = %address, ?voters, ?desired, "changing replica set");
+        for new in desired.difference(&voters) {
+            // Blocking: returns once the learner has caught up, so making
+            // it a voter does not stall commits.
+            let added = tokio::time::timeout(
+                MEMBERSHIP_STEP,
+                queue.raft.add_learner(*new, BasicNode::default(), true),
+            )
+            .await;
+            match added {
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => {
+                    tracing::warn!(queue = %address, node = new, %error, "add learner");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(queue = %address, node = new, "learner not caught up in time; retrying later");
+                    return;
+                }
+            }
+        }
+        match tokio::time::timeout(
+            MEMBERSHIP_STEP,
+            queue.raft.change_membership(desired.clone(), false),
+        )
+        .await
+        {
+            Ok(Ok(_)) => tracing::info!(queue = %address, ?desired, "replica set changed"),
+            Ok(Err(error)) => tracing::warn!(queue = %address, %error, "change membership"),
+            Err(_) => tracing::warn!(queue = %address, "membership change not committed in time"),
+        }
+    }
+
+    /// Stop this node's replica of a queue the metadata no longer places
+    /// here: once its group no longer counts this node as a voter, or
+    /// after a grace period (a removed node may never hear the final
+    /// configuration). Its directory stays (see docs/architecture.md).
+    async fn retire(&self, queue: &Arc<QuorumQueue>) {
+        let group = group_id(queue.address().name());
+        let still_voter = {
+            let metrics = queue.metrics();
+            let m = metrics.borrow();
+            m.membership_config
+                .membership()
+                .voter_ids()
+                .any(|id| id == self.node_id)
+        };
+        let since = *self
+            .lock_retiring()
+            .entry(group)
+            .or_insert_with(Instant::now);
+        if still_voter && since.elapsed() < RETIRE_GRACE {
+            return;
+        }
+        tracing::info!(queue = %queue.address(), "no longer a replica here; stopping it");
+        self.forget(group);
+        if let Err(error) = queue.raft.shutdown().await {
+            tracing::warn!(queue = %queue.address(), %error, "raft shutdown");
+        }
+        self.lock_retiring().remove(&group);
+    }
+
+    fn lock_retiring(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<super::types::GroupId, Instant>> {
+        self.retiring.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Whether this node leads the queue's group now.
+pub(super) fn leads(queue: &QuorumQueue, me: NodeId) -> bool {
+    let metrics = queue.metrics();
+    let m = metrics.borrow();
+    m.state == ServerState::Leader && m.current_leader == Some(me)
+}
+
+/// The node's metadata follower: one pass per change of the metadata and
+/// per tick, until the node stops or goes away.
+async fn follow_metadata(node: Weak<QuorumNode>, metadata: Arc<Metadata>) {
+    let mut changes = metadata.changes();
+    loop {
+        {
+            let Some(node) = node.upgrade() else { return };
+            if node.stopping.load(Ordering::Acquire) {
+                return;
+            }
+            node.reconcile(&metadata).await;
+        }
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(TICK) => {}
+        }
+    }
+}
