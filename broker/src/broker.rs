@@ -218,7 +218,7 @@ impl Broker {
         transport.register(node_id, weak);
         if let Some(fabric) = &fabric {
             // Ends by itself when the node stops (it holds weak handles).
-            let _ = fabric.follow_members(&metadata);
+            drop(fabric.follow_members(&metadata));
         }
         let admin = fabric.as_ref().map(|fabric| {
             let admin = Arc::new(crate::admin::AdminService::new(
@@ -297,7 +297,6 @@ impl Broker {
     /// and wait (up to a grace period) for their tasks to end.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        self.transport.unregister(self.node_id);
         let mut accept_task = self.accept_task;
         if tokio::time::timeout(SHUTDOWN_GRACE * 2, &mut accept_task)
             .await
@@ -305,7 +304,11 @@ impl Broker {
         {
             accept_task.abort();
         }
+        // Still reachable while handing leadership away: the stopping
+        // leader's vote lets the new leader win at once instead of after
+        // the third node's lease.
         self.quorum.shutdown().await;
+        self.transport.unregister(self.node_id);
         self.metadata.shutdown().await;
         if let Some(fabric) = &self.fabric {
             fabric.shutdown().await;
