@@ -17,6 +17,7 @@ mod follow;
 mod protocol;
 mod routed;
 mod server;
+mod streams;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,8 +56,8 @@ pub(crate) struct Forwarder {
     next_link: AtomicU64,
     /// Origin side: which routed queue owns each link id.
     links: Mutex<HashMap<u64, Weak<RoutedQueue>>>,
-    /// Origin side: what each serving node's stream delivered (`follow.rs`).
-    streams: follow::Streams,
+    /// Origin side: what each serving node's stream delivered.
+    streams: streams::Streams,
     server: Arc<server::Server>,
 }
 
@@ -79,7 +80,7 @@ impl Forwarder {
             registry: OnceLock::new(),
             next_link: AtomicU64::new(seed),
             links: Mutex::new(HashMap::new()),
-            streams: follow::Streams::default(),
+            streams: streams::Streams::default(),
         })
     }
 
