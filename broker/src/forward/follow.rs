@@ -11,6 +11,9 @@
 //!   publishes taken while searching are sent to the new target;
 //! - only when no leader is found within `quorum.leader_wait_ms` are the
 //!   consumers closed and further publishes refused.
+//!
+//! Lost links and shipments at a remote target are noticed through its
+//! numbered streams (`streams.rs`).
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -35,7 +38,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Wake-up period of a local target's watch (cheap; catches anything the
 /// metrics watch missed).
 const LOCAL_RECHECK: Duration = Duration::from_secs(1);
-
 impl RoutedQueue {
     /// Report `released` for publishes sent more than `limit` ago: bounded
     /// waiting for a publisher whatever happens to the target. A late
@@ -61,6 +63,11 @@ impl RoutedQueue {
         // Their late outcomes must not match a new publish: new link.
         if let Some(link) = state.pub_link.take() {
             self.fwd.forget_link(link);
+            if let Target::Remote(node) = state.target {
+                let _ = self
+                    .fwd
+                    .send_to_server(node, &ToServer::Close { link }, Bytes::new());
+            }
         }
         self.wake_publishers(&mut state);
     }
@@ -300,7 +307,17 @@ impl RoutedQueue {
             }
             tried.push(node);
             match self.probe(node, Vec::new()).await {
-                Some(Reply::Probed { serves: true, .. }) => return Some(Target::Remote(node)),
+                Some(Reply::Probed {
+                    serves: true,
+                    shipped,
+                    ..
+                }) => {
+                    if !self.fwd.streams.adopt(node, shipped) {
+                        // A new stream: other queues' links there are gone.
+                        self.fwd.resync(node);
+                    }
+                    return Some(Target::Remote(node));
+                }
                 Some(Reply::Probed {
                     leader: Some(leader),
                     ..
@@ -336,6 +353,13 @@ impl RoutedQueue {
     async fn check_remote(&self, node: NodeId) {
         let links = self.links_at(&self.lock(), node);
         let reply = self.probe(node, links).await;
+        if let Some(Reply::Probed { shipped, .. }) = &reply {
+            if !self.fwd.streams.probed(node, *shipped) {
+                tracing::info!(queue = %self.address, node, "lost shipments or a new stream; re-opening links");
+                self.fwd.resync(node);
+                return;
+            }
+        }
         let mut state = self.lock();
         if state.target != Target::Remote(node) {
             return;

@@ -17,6 +17,7 @@ mod follow;
 mod protocol;
 mod routed;
 mod server;
+mod streams;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +32,7 @@ use crate::config::QuorumConfig;
 use crate::net::{kind, CallFuture, Envelope, NodeId, NodeTransport, TransportError};
 use crate::queue::{QueueAddress, Registry};
 use crate::quorum::{group_id, QuorumNode};
-use protocol::{Reply, Request, ToOrigin, ToServer};
+use protocol::{Reply, Request, ToServer};
 
 /// Why forwarding could not do something.
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +56,8 @@ pub(crate) struct Forwarder {
     next_link: AtomicU64,
     /// Origin side: which routed queue owns each link id.
     links: Mutex<HashMap<u64, Weak<RoutedQueue>>>,
+    /// Origin side: what each serving node's stream delivered.
+    streams: streams::Streams,
     server: Arc<server::Server>,
 }
 
@@ -77,6 +80,7 @@ impl Forwarder {
             registry: OnceLock::new(),
             next_link: AtomicU64::new(seed),
             links: Mutex::new(HashMap::new()),
+            streams: streams::Streams::default(),
         })
     }
 
@@ -215,22 +219,7 @@ impl Forwarder {
                 Ok(message) => self.server.on_message(from, message, envelope.payload),
                 Err(error) => tracing::warn!(from, %error, "dropped forwarding message"),
             },
-            kind::FORWARD_TO_ORIGIN => match protocol::decode::<ToOrigin>(&envelope.meta) {
-                Ok(message) => {
-                    let queue = self
-                        .links
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get(&message.link())
-                        .and_then(Weak::upgrade);
-                    // Unknown: a link that moved on; what it carried
-                    // returns to the queue when the server drops the link.
-                    if let Some(queue) = queue {
-                        queue.on_origin(message, envelope.payload);
-                    }
-                }
-                Err(error) => tracing::warn!(from, %error, "dropped forwarding message"),
-            },
+            kind::FORWARD_TO_ORIGIN => self.on_shipment(from, envelope),
             other => tracing::warn!(from, kind = other, "unknown envelope kind"),
         }
     }

@@ -6,6 +6,11 @@
 //! Link ids are chosen by the client's node (the *origin*) and are unique
 //! per origin incarnation, so the serving node keys its links by
 //! (origin, link) and a restarted origin never collides with its past.
+//!
+//! Everything the serving node ships to one origin is a [`Shipment`]: one
+//! numbered *stream* per (server incarnation, origin, generation), so the
+//! origin can tell when shipments were lost or its links there dropped
+//! (see `follow.rs`, "Streams").
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -67,6 +72,9 @@ pub(crate) enum Reply {
         leader: Option<NodeId>,
         /// Links the asked node does not know.
         unknown: Vec<u64>,
+        /// The asked node's stream to the asking node and the last
+        /// sequence number it handed to the transport on it (0: none yet).
+        shipped: (StreamId, u64),
     },
     /// Answer to `Alive`: the links that are gone.
     Dead {
@@ -180,6 +188,28 @@ pub(crate) enum ToOrigin {
         /// Why.
         reason: String,
     },
+}
+
+/// One stream of shipments from a serving node to an origin. A new one
+/// starts when the server restarts (new incarnation) or when it dropped the
+/// origin's links (new generation): whatever the origin had there is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StreamId {
+    /// The serving node's incarnation (chosen at start, from the clock).
+    pub(crate) incarnation: u64,
+    /// Counts the server's streams to this origin within the incarnation.
+    pub(crate) generation: u64,
+}
+
+/// The meta of a [`kind::FORWARD_TO_ORIGIN`] envelope.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Shipment {
+    /// The stream it belongs to.
+    pub(crate) stream: StreamId,
+    /// 1, 2, 3, ... within the stream.
+    pub(crate) seq: u64,
+    /// The link traffic.
+    pub(crate) message: ToOrigin,
 }
 
 impl ToOrigin {

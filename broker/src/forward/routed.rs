@@ -318,6 +318,17 @@ impl RoutedQueue {
     }
 }
 
+/// Remember a publisher waiting for room (once; bounded by the links).
+fn add_waiter(state: &mut State, sink: &Sink, tag: u64) {
+    if !state
+        .waiters
+        .iter()
+        .any(|(s, t)| *t == tag && s.same_connection(sink))
+    {
+        state.waiters.push((sink.clone(), tag));
+    }
+}
+
 fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
     state
         .consumers
@@ -391,7 +402,17 @@ impl Queue for RoutedQueue {
         let mut state = self.lock();
         if let (Target::Local, Some(local)) = (state.target, self.local()) {
             drop(state);
-            return local.has_capacity(sink, tag);
+            if local.has_capacity(sink, tag) {
+                return true;
+            }
+            // The local queue wakes it; so do we if leadership moves away
+            // first (an extra `Capacity` is harmless, a missing one would
+            // leave the publisher without credit for good).
+            state = self.lock();
+            if state.target == Target::Local {
+                add_waiter(&mut state, sink, tag);
+                return false;
+            }
         }
         let room = Self::in_flight(&state) < self.window;
         match state.target {
@@ -405,13 +426,7 @@ impl Queue for RoutedQueue {
             _ if room => return true,
             _ => {}
         }
-        if !state
-            .waiters
-            .iter()
-            .any(|(s, t)| *t == tag && s.same_connection(sink))
-        {
-            state.waiters.push((sink.clone(), tag));
-        }
+        add_waiter(&mut state, sink, tag);
         false
     }
 

@@ -7,18 +7,28 @@
 //! Every event for an origin goes through one [`Sink`] per origin, drained
 //! by one pump task that ships them with ordered `send`s; so a queue never
 //! calls the transport itself and `message` never blocks. The pump also
-//! audits the origin's links (closes those the origin no longer has) and
-//! drops all of them when the origin is unreachable, so their unsettled
-//! messages return to the queue. Events are bounded by the links' credit
-//! and the origins' publish windows.
+//! audits the origin's links (closes those the origin no longer has).
+//! Events are bounded by the links' credit and the origins' publish
+//! windows.
+//!
+//! A pump numbers its shipments: one stream per (incarnation of this
+//! server, origin, generation), see [`StreamId`]. An origin that cannot be
+//! reached is retried for a while (a node that just started has no fabric
+//! link to it for up to ~1 s); when that runs out, or the audit fails for
+//! several seconds, the stream ends and ALL the origin's links are dropped
+//! (their unsettled messages return to the queue). The origin finds out:
+//! its probes list those links as unknown, show a new stream, or show
+//! shipments it never got; and the next stream's first shipment is a new
+//! stream too. It then re-opens its links (`follow.rs`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::protocol::{self, Reply, Request, ToOrigin, ToServer};
+use super::protocol::{self, Reply, Request, Shipment, StreamId, ToOrigin, ToServer};
 use super::Forwarder;
 use crate::codec::MessageView;
 use crate::net::{kind, NodeId, NodeTransport, TransportError};
@@ -29,10 +39,14 @@ use crate::queue::{
 
 /// How often an origin's links are audited.
 const AUDIT_INTERVAL: Duration = Duration::from_secs(1);
-/// Failed audits in a row after which an origin's links are dropped.
-const AUDIT_FAILURES_MAX: u32 = 3;
-/// How long a shipment may retry through backpressure.
-const BACKPRESSURE_WAIT: Duration = Duration::from_secs(5);
+/// Failed audits in a row after which an origin's links are dropped (the
+/// fabric link to it may take a second or two after a start).
+const AUDIT_FAILURES_MAX: u32 = 5;
+/// How long one shipment may retry through backpressure or an unreachable
+/// origin before the origin's links are dropped.
+const SHIP_RETRY: Duration = Duration::from_secs(5);
+/// Pause between attempts to reach an unreachable origin.
+const UNREACHABLE_PAUSE: Duration = Duration::from_millis(50);
 
 /// One forwarded link.
 struct ServerLink {
@@ -40,13 +54,26 @@ struct ServerLink {
     consumer: Option<ConsumerId>,
 }
 
+/// This node's stream of shipments to one origin.
+struct Origin {
+    /// The pump's sink; `None` between streams.
+    sink: Option<Sink>,
+    /// Of the current stream, or of the next one.
+    generation: u64,
+    /// The last sequence number the pump handed to the transport.
+    shipped: Arc<AtomicU64>,
+}
+
 /// The forwarded links of this node.
 pub(super) struct Server {
     node_id: NodeId,
+    /// Tells this run of the node from earlier ones (see [`StreamId`]).
+    incarnation: u64,
     transport: Arc<dyn NodeTransport>,
     fwd: Weak<Forwarder>,
     links: Mutex<HashMap<(NodeId, u64), ServerLink>>,
-    origins: Mutex<HashMap<NodeId, Sink>>,
+    /// One per node that ever opened a link here: bounded by the cluster.
+    origins: Mutex<HashMap<NodeId, Origin>>,
     weak: Weak<Server>,
 }
 
@@ -56,8 +83,12 @@ impl Server {
         transport: Arc<dyn NodeTransport>,
         fwd: Weak<Forwarder>,
     ) -> Arc<Server> {
+        let incarnation = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
         Arc::new_cyclic(|weak| Server {
             node_id,
+            incarnation,
             transport,
             fwd,
             links: Mutex::new(HashMap::new()),
@@ -66,18 +97,68 @@ impl Server {
         })
     }
 
-    /// The sink whose events go to `origin`, with its pump started.
+    /// The sink whose events go to `origin`, with its pump started (a new
+    /// stream if there is none).
     fn sink_for(&self, origin: NodeId) -> Sink {
         let mut origins = self.origins.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sink) = origins.get(&origin) {
+        let entry = origins.entry(origin).or_insert_with(|| Origin {
+            sink: None,
+            generation: 0,
+            shipped: Arc::default(),
+        });
+        if let Some(sink) = &entry.sink {
             if !sink.is_closed() {
                 return sink.clone();
             }
+            // Its pump ended without ending the stream (cannot happen
+            // while the server lives); never reuse a stream.
+            entry.generation += 1;
+            entry.shipped = Arc::default();
         }
         let (sink, events) = Sink::channel();
-        origins.insert(origin, sink.clone());
-        tokio::spawn(pump(self.weak.clone(), origin, events));
+        entry.sink = Some(sink.clone());
+        let stream = StreamId {
+            incarnation: self.incarnation,
+            generation: entry.generation,
+        };
+        let shipped = entry.shipped.clone();
+        tokio::spawn(pump(self.weak.clone(), origin, stream, shipped, events));
         sink
+    }
+
+    /// `origin`'s stream cannot go on: the next one gets a new generation,
+    /// and every link of the origin is dropped (it finds out, see the
+    /// module documentation).
+    fn end_stream(&self, origin: NodeId, stream: StreamId, why: &str) {
+        {
+            let mut origins = self.origins.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(entry) = origins.get_mut(&origin) {
+                if entry.generation == stream.generation {
+                    entry.sink = None;
+                    entry.generation += 1;
+                    entry.shipped = Arc::default();
+                }
+            }
+        }
+        self.drop_origin(origin, why);
+    }
+
+    /// This node's stream to `origin` now (or the next one) and the last
+    /// sequence number shipped on it.
+    fn stream_to(&self, origin: NodeId) -> (StreamId, u64) {
+        let origins = self.origins.lock().unwrap_or_else(|p| p.into_inner());
+        let (generation, shipped) = origins.get(&origin).map_or((0, 0), |o| {
+            let shipped = match &o.sink {
+                Some(_) => o.shipped.load(Ordering::Acquire),
+                None => 0,
+            };
+            (o.generation, shipped)
+        });
+        let stream = StreamId {
+            incarnation: self.incarnation,
+            generation,
+        };
+        (stream, shipped)
     }
 
     /// This node's own queue at `address`, if it serves it now.
@@ -205,20 +286,20 @@ impl Server {
                 Some((queue, Some(consumer))) => queue.flow(consumer, credit_limit, drain),
                 _ => Self::closed(&sink, link, format!("unknown link {link}")),
             },
+            // On an unknown link: the origin thinks it is attached here,
+            // but the link was dropped; `Closed` makes it re-attach.
             ToServer::Settle {
                 link,
                 message,
                 outcome,
-            } => {
-                if let Some((queue, Some(consumer))) = self.link_queue(origin, link) {
-                    queue.settle(consumer, message, outcome);
-                }
-            }
-            ToServer::Undeliver { link, message } => {
-                if let Some((queue, Some(consumer))) = self.link_queue(origin, link) {
-                    queue.undeliver(consumer, message);
-                }
-            }
+            } => match self.link_queue(origin, link) {
+                Some((queue, Some(consumer))) => queue.settle(consumer, message, outcome),
+                _ => Self::closed(&sink, link, format!("unknown link {link}")),
+            },
+            ToServer::Undeliver { link, message } => match self.link_queue(origin, link) {
+                Some((queue, Some(consumer))) => queue.undeliver(consumer, message),
+                _ => Self::closed(&sink, link, format!("unknown link {link}")),
+            },
             ToServer::Close { link } => self.close(origin, link),
         }
     }
@@ -240,7 +321,7 @@ impl Server {
     }
 
     /// Drop every link of `origin` (it is gone or unreachable).
-    fn drop_origin(&self, origin: NodeId) {
+    fn drop_origin(&self, origin: NodeId, why: &str) {
         let links: Vec<u64> = self
             .links
             .lock()
@@ -253,6 +334,7 @@ impl Server {
             tracing::info!(
                 origin,
                 n = links.len(),
+                why,
                 "dropping the links of an unreachable node"
             );
         }
@@ -285,15 +367,17 @@ impl Server {
             .into_iter()
             .filter(|l| !known.contains_key(&(origin, *l)))
             .collect();
+        drop(known);
         Reply::Probed {
             serves,
             leader,
             unknown,
+            shipped: self.stream_to(origin),
         }
     }
 
-    /// Ship one event to `origin`, retrying through backpressure (bounded).
-    async fn ship(&self, origin: NodeId, event: QueueEvent) -> Result<(), TransportError> {
+    /// What to ship for one event (nothing for some).
+    fn to_origin(&self, origin: NodeId, event: QueueEvent) -> Option<(ToOrigin, Bytes)> {
         let link = event.tag;
         let (message, payload) = match event.kind {
             QueueEventKind::Deliver(delivery) => (
@@ -316,7 +400,7 @@ impl Server {
                 },
                 Bytes::new(),
             ),
-            QueueEventKind::Capacity => return Ok(()),
+            QueueEventKind::Capacity => return None,
             QueueEventKind::Closed { description, .. } => {
                 self.close(origin, link);
                 (
@@ -328,15 +412,34 @@ impl Server {
                 )
             }
         };
-        let envelope = protocol::envelope(kind::FORWARD_TO_ORIGIN, link, &message, payload);
-        let deadline = tokio::time::Instant::now() + BACKPRESSURE_WAIT;
+        Some((message, payload))
+    }
+
+    /// Ship one numbered message to `origin`, retrying (bounded) through
+    /// backpressure and while the origin is unreachable.
+    async fn ship(
+        &self,
+        origin: NodeId,
+        shipment: Shipment,
+        payload: Bytes,
+    ) -> Result<(), TransportError> {
+        let link = shipment.message.link();
+        let envelope = protocol::envelope(kind::FORWARD_TO_ORIGIN, link, &shipment, payload);
+        let deadline = tokio::time::Instant::now() + SHIP_RETRY;
         loop {
-            match self.transport.send(self.node_id, origin, envelope.clone()) {
-                Err(TransportError::Backpressure(_)) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                other => return other,
+            let error = match self.transport.send(self.node_id, origin, envelope.clone()) {
+                Ok(()) => return Ok(()),
+                Err(error) => error,
+            };
+            // A stopped node stops trying.
+            if tokio::time::Instant::now() >= deadline || self.fwd.strong_count() == 0 {
+                return Err(error);
             }
+            let pause = match error {
+                TransportError::Backpressure(_) => Duration::from_millis(1),
+                _ => UNREACHABLE_PAUSE,
+            };
+            tokio::time::sleep(pause).await;
         }
     }
 
@@ -363,27 +466,36 @@ impl Server {
     }
 }
 
-/// Ship `origin`'s events in order and audit its links; ends when the
-/// server is gone or the origin is unreachable (its links are dropped).
+/// Ship `origin`'s events in order, numbered on `stream`, and audit its
+/// links; ends when the server is gone or the origin stays unreachable
+/// (the stream ends: its links are dropped).
 async fn pump(
     server: Weak<Server>,
     origin: NodeId,
+    stream: StreamId,
+    shipped: Arc<AtomicU64>,
     mut events: tokio::sync::mpsc::UnboundedReceiver<QueueEvent>,
 ) {
     let mut audit = tokio::time::interval(AUDIT_INTERVAL);
     audit.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failures = 0;
+    let mut seq = 0;
     loop {
         tokio::select! {
             event = events.recv() => {
                 let Some(event) = event else { return };
                 let Some(server) = server.upgrade() else { return };
-                if let Err(error) = server.ship(origin, event).await {
+                let Some((message, payload)) = server.to_origin(origin, event) else {
+                    continue;
+                };
+                seq += 1;
+                let shipment = Shipment { stream, seq, message };
+                if let Err(error) = server.ship(origin, shipment, payload).await {
                     tracing::debug!(origin, %error, "forwarding to origin failed");
-                    server.origins.lock().unwrap_or_else(|p| p.into_inner()).remove(&origin);
-                    server.drop_origin(origin);
+                    server.end_stream(origin, stream, "shipments failed");
                     return;
                 }
+                shipped.store(seq, Ordering::Release);
             }
             _ = audit.tick() => {
                 let Some(server) = server.upgrade() else { return };
@@ -392,8 +504,7 @@ async fn pump(
                 } else {
                     failures += 1;
                     if failures >= AUDIT_FAILURES_MAX {
-                        server.origins.lock().unwrap_or_else(|p| p.into_inner()).remove(&origin);
-                        server.drop_origin(origin);
+                        server.end_stream(origin, stream, "audits failed");
                         return;
                     }
                 }
