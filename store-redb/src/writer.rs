@@ -22,6 +22,10 @@
 //! next batch, so the batch size grows with load and an idle store commits
 //! one request at a time.
 //!
+//! The writer also holds a read transaction of the last commit, so that the
+//! pages each commit frees are released inside the next commit instead of
+//! in a post-commit pass of redb (see [`Writer::repin`]).
+//!
 //! A failed commit fails every request of its batch and poisons the writer:
 //! every later request fails with the same error until the store is
 //! reopened, because the groups' in-memory state (tails, last log ids) has
