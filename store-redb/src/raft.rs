@@ -6,7 +6,7 @@
 //! |---|---|---|---|
 //! | `append` | entries pushed to the tail (readable), last log id moved | `Append` | at once; `LogFlushed` runs after the fsync |
 //! | `save_vote` | vote kept after the fsync | `PutMeta(Vote)` | after the fsync |
-//! | `save_committed` | committed kept | `PutMeta(Committed)`, queued with the group's next append | at once (openraft allows losing it) |
+//! | `save_committed` | committed kept | rides in the `Append` request of the group's next append | at once (openraft allows losing it) |
 //! | `truncate` | tail cut, last log id moved back | `Truncate` | after the fsync |
 //! | `purge` | tail cut, last purged moved | `Purge` | after the fsync |
 //!
@@ -21,7 +21,6 @@
 use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
-use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
@@ -97,15 +96,6 @@ where
     }
 }
 
-/// A completion that holds `shared` until the writer is done with the
-/// request. Every request of a group holds its state this way, so the state
-/// outlives its queued writes even if the handle and the waiting future are
-/// dropped: [`LogStore::group`] then finds it in the registry instead of
-/// loading a disk that is about to change.
-fn keep_alive<C: RaftTypeConfig>(shared: Arc<GroupShared<C>>) -> Completion {
-    Box::new(move |_| drop(shared))
-}
-
 fn write_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
     e.into_storage(ErrorSubject::Logs, ErrorVerb::Write)
 }
@@ -148,7 +138,14 @@ where
             }
             state.tail.push(log_id.index, write_seq, entry);
         }
-        Ok((WriteOp::Append { group_id, records }, write_seq))
+        Ok((
+            WriteOp::Append {
+                group_id,
+                records,
+                committed: None,
+            },
+            write_seq,
+        ))
     }
 
     /// `append` with a plain completion instead of openraft's `LogFlushed`:
@@ -161,22 +158,11 @@ where
         on_flushed: Completion,
     ) -> Result<(), Error> {
         let permit = self.store.reserve().await?;
-        let meta_permit = if self.shared.lock().committed_unwritten.is_some() {
-            Some(self.store.reserve().await?)
-        } else {
-            None
-        };
-        let (op, write_seq) = self.stage_append(entries)?;
-        // The committed log id saved since the last append goes first, so
-        // the writer finds both queued together: one transaction, one fsync.
-        let unwritten = self.shared.lock().committed_unwritten.take();
-        if let (Some(meta_permit), Some(record)) = (meta_permit, unwritten) {
-            let op = WriteOp::PutMeta {
-                group_id: self.shared.group_id,
-                kind: MetaKind::Committed,
-                record,
-            };
-            meta_permit.send(op, Some(keep_alive(self.shared.clone())));
+        let (mut op, write_seq) = self.stage_append(entries)?;
+        // The committed log id saved since the last append rides in the same
+        // request: one transaction, one fsync, never a commit of its own.
+        if let WriteOp::Append { committed, .. } = &mut op {
+            *committed = self.shared.lock().committed_unwritten.take();
         }
         let shared = self.shared.clone();
         let completion: Completion = Box::new(move |result| {
