@@ -440,3 +440,23 @@ def check_no_loss(publisher, consumer, label):
     )
     assert not never_sent, f"delivered but never sent: {sorted(never_sent)[:5]}"
     return lost, duplicates
+
+
+def start_joining_node(cluster, node):
+    """Start node `node` with --join and the running members as peers; the
+    caller then makes it a member with `ramqp-ctl add-node`."""
+    port_amqp, port_fabric = free_ports(2)
+    cluster.amqp_port[node] = port_amqp
+    cluster.fabric_port[node] = port_fabric
+    members = [n for n, p in cluster.nodes.items() if p.alive()]
+    args = [
+        "--node-id", str(node),
+        "--fabric-listen", f"127.0.0.1:{port_fabric}",
+        "--allow-fault-injection",
+        "--join",
+        *RAFT_ARGS,
+    ]
+    for peer in members:
+        args += ["--peer", f"{peer}=127.0.0.1:{cluster.fabric_port[peer]}"]
+    cluster.nodes[node] = BrokerProcess(args, listen=f"127.0.0.1:{port_amqp}")
+    return cluster.nodes[node]
