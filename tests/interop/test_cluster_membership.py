@@ -4,7 +4,9 @@ node again, with ramqp-ctl, while queues hold messages."""
 import time
 
 from cluster import cluster3, start_joining_node  # noqa: F401
-from helpers import TIMEOUT, connection, receive_all, send_all
+from proton import Timeout
+
+from helpers import connection, receive_all, send_all
 
 
 def wait_until(predicate, timeout, what):
@@ -24,7 +26,7 @@ def test_add_a_fourth_node_then_remove_it(cluster3):
         send_all(conn, "/quorum/before", [f"b-{i}" for i in range(50)])
 
     start_joining_node(cluster3, 4)
-    result = cluster3.ctl(1, "add-node", "4", f"127.0.0.1:{cluster3.fabric_port[4]}", timeout=90)
+    result = cluster3.ctl(1, "--timeout-ms", "90000", "add-node", "4", f"127.0.0.1:{cluster3.fabric_port[4]}", timeout=90)
     print("\nadd-node:", result.stdout.strip())
     for node in (1, 2, 3, 4):
         wait_until(lambda: members(cluster3, node) == [1, 2, 3, 4], 60, f"node {node} sees 4 members")
@@ -44,7 +46,7 @@ def test_add_a_fourth_node_then_remove_it(cluster3):
         assert [m.body for m in got] == [f"b-{i}" for i in range(50)]
 
     # Remove node 4: the queue it led moves to the other nodes with its messages.
-    result = cluster3.ctl(2, "remove-node", "4", timeout=90)
+    result = cluster3.ctl(2, "--timeout-ms", "90000", "remove-node", "4", timeout=90)
     print("remove-node:", result.stdout.strip())
     for node in (1, 2, 3):
         wait_until(lambda: members(cluster3, node) == [1, 2, 3], 60, f"node {node} sees 3 members")
@@ -62,7 +64,6 @@ def test_add_a_fourth_node_then_remove_it(cluster3):
         assert [m.body for m in got] == [f"a-{i}" for i in range(50)]
         try:
             extra = receiver.receive(timeout=1.0)
-            raise AssertionError(f"unexpected {extra.body!r}")
-        except Exception as nothing:  # Timeout
-            assert "Timeout" in type(nothing).__name__, nothing
-    assert TIMEOUT
+        except Timeout:
+            return
+        raise AssertionError(f"unexpected {extra.body!r}")
