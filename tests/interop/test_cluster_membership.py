@@ -9,10 +9,10 @@ from proton import Timeout
 from helpers import connection, receive_all, send_all
 
 
-def wait_until(predicate, timeout, what):
+def wait_until(predicate, timeout, what, show=lambda: ""):
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
+        assert time.monotonic() < deadline, f"{what}: not within {timeout}s {show()}"
         time.sleep(0.2)
 
 
@@ -56,6 +56,7 @@ def test_add_a_fourth_node_then_remove_it(cluster3):
         and q["leader"] in (1, 2, 3),
         60,
         "/quorum/after re-homed off node 4",
+        lambda: [cluster3.queue_status(n, "/quorum/after") for n in (1, 2, 3, 4)],
     )
     assert cluster3.nodes[4].stop() == 0
     with connection(cluster3.url(3)) as conn:

@@ -65,12 +65,24 @@ impl AdminService {
                     Err(e) => AdminResponse::Failed(e.to_string()),
                 }
             }
-            AdminRequest::RemoveNode { id } => match self.metadata.remove_node(id).await {
-                Ok(()) => AdminResponse::Done(format!("node {id} removed")),
-                Err(e) => AdminResponse::Failed(e.to_string()),
-            },
+            AdminRequest::RemoveNode { id } => {
+                // First ask the leaving node (if it is up) to hand the
+                // queues it leads to their other replicas: once removed it
+                // no longer hears the metadata, and the fabric of the
+                // others drops it, so otherwise its groups would only move
+                // after their leases ran out.
+                let handed = self.ask_to_step_down(id).await;
+                if let Err(e) = self.metadata.remove_node(id).await {
+                    return AdminResponse::Failed(e.to_string());
+                }
+                AdminResponse::Done(format!("node {id} removed; {handed}"))
+            }
             AdminRequest::MoveLeadership { queue, to } => {
-                match self.quorum.move_leadership(queue.as_deref(), to).await {
+                // Accept the address as the operator sees it (/quorum/q) or the bare name.
+                let name = queue
+                    .as_deref()
+                    .map(|q| q.strip_prefix("/quorum/").unwrap_or(q));
+                match self.quorum.move_leadership(name, to).await {
                     Ok(summary) => AdminResponse::Done(summary),
                     Err(e) => AdminResponse::Failed(e.to_string()),
                 }
@@ -88,6 +100,29 @@ impl AdminService {
                     if isolated { "isolated" } else { "healed" }
                 ))
             }
+        }
+    }
+
+    async fn ask_to_step_down(&self, id: NodeId) -> String {
+        use crate::net::{Envelope, NodeTransport};
+        let request = AdminRequest::MoveLeadership {
+            queue: None,
+            to: None,
+        };
+        let envelope = Envelope {
+            channel: 0,
+            kind: super::ADMIN_ENVELOPE_KIND,
+            meta: Bytes::new(),
+            payload: Bytes::from(super::encode_request(&request)),
+        };
+        match self.fabric.call(self.node_id, id, envelope).await {
+            Ok(answer) => match super::decode_response(&answer) {
+                Ok(AdminResponse::Done(summary)) => format!("node {id}: {summary}"),
+                Ok(other) => format!("node {id} did not hand its queues away: {other:?}"),
+                Err(e) => format!("node {id}: bad answer: {e}"),
+            },
+            // Down: its groups elect among the remaining replicas.
+            Err(e) => format!("node {id} not asked to hand its queues away ({e})"),
         }
     }
 
