@@ -68,3 +68,20 @@ def test_add_a_fourth_node_then_remove_it(cluster3):
         except Timeout:
             return
         raise AssertionError(f"unexpected {extra.body!r}")
+
+
+def test_move_leadership_for_maintenance(cluster3):
+    address = "/quorum/maintenance"
+    with connection(cluster3.url(2)) as conn:
+        send_all(conn, address, [f"m-{i}" for i in range(20)])
+    leader = cluster3.leader_of(address)
+    target = leader % 3 + 1
+    result = cluster3.ctl(leader, "--timeout-ms", "60000", "move-leadership",
+                          "--queue", address, "--to", str(target), timeout=70)
+    print("\nmove-leadership:", result.stdout.strip())
+    wait_until(lambda: cluster3.leader_of(address) == target, 30, f"{target} leads {address}")
+    # The preferred leader is recorded, and the messages are all there.
+    assert cluster3.queue_status(target, address)["members"][0] == target
+    with connection(cluster3.url(leader)) as conn:
+        got = receive_all(conn.create_receiver(address, credit=20), 20)
+        assert [m.body for m in got] == [f"m-{i}" for i in range(20)]
