@@ -13,18 +13,21 @@
 # under load, which the summary reports.
 #
 # Writes docs/benchmarks/results/<UTC timestamp>-cluster/{leader,follower}-tN.json
-# and summary.md.
+# and summary.md (or into --out DIR; bench-compare/run.sh's `cluster` leg).
+# LAT_LAT_N and LAT_N set the sample and blast sizes.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"
 trials=3
 build=1
+out=""
 while (($#)); do
     case "$1" in
     --trials) trials="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
-    *) echo "usage: $0 [--trials N] [--no-build]" >&2; exit 2 ;;
+    --out) out="$2"; shift 2 ;;
+    *) echo "usage: $0 [--trials N] [--no-build] [--out DIR]" >&2; exit 2 ;;
     esac
 done
 
@@ -34,11 +37,12 @@ RAMQP_CLUSTER_DIR="$(mktemp -d /tmp/ramqp-bench-cluster.XXXXXX)"
 target="$(cargo metadata --format-version 1 --no-deps |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 if ((build)); then
-    cargo build --release -p ramqp-brokerd --bins -p ramqp-bench-compare --bin latency
+    cargo build --release -p ramqp-brokerd -p ramqp-bench-compare
 fi
 export RAMQP_BIN_DIR="$target/release"
-stamp="$(date -u +%Y-%m-%dT%H%M%SZ)"
-out="docs/benchmarks/results/$stamp-cluster"
+if [[ -z "$out" ]]; then
+    out="docs/benchmarks/results/$(date -u +%Y-%m-%dT%H%M%SZ)-cluster"
+fi
 mkdir -p "$out"
 
 cleanup() {

@@ -27,7 +27,10 @@ usage: bench-compare/run.sh [--quick] [--no-rabbitmq] [--no-charts]
   --no-charts    build without the `charts` feature (no SVG charts)
   --trials N     trials per scenario (default 3; 1 with --quick)
   --out DIR      results folder (default docs/benchmarks/results/<UTC date-time>)
-  --legs LIST    comma-separated subset of inproc,brokerd,rabbitmq
+  --legs LIST    comma-separated subset of inproc,brokerd,cluster,rabbitmq
+                 (cluster: the 3-node cluster of deploy/local-cluster.sh,
+                 quorum queue via its leader and via a follower,
+                 bench-compare/cluster.sh)
   --rig-clients LIST  clients of the rig runs: raw (default), fe2o3 or
                  raw,fe2o3 (also BENCH_RIG_CLIENTS)
   --no-rig       skip the rig (throughput) runs
@@ -45,7 +48,7 @@ NO_RMQ=${BENCH_NO_RABBITMQ:-0}
 CHARTS=1
 TRIALS=
 OUT=
-LEGS=inproc,brokerd,rabbitmq
+LEGS=inproc,brokerd,cluster,rabbitmq
 RIG_CLIENTS=${BENCH_RIG_CLIENTS:-raw}
 PERMSG=0
 while [ $# -gt 0 ]; do
@@ -361,6 +364,15 @@ for leg in "${LEG_LIST[@]}"; do
     inproc) leg_inproc ;;
     brokerd) leg_brokerd ;;
     rabbitmq) leg_rabbitmq ;;
+    cluster)
+        log "cluster leg (bench-compare/cluster.sh)"
+        if [ "$QUICK" = 1 ]; then cluster_env=(LAT_LAT_N=1000 LAT_N=20000); else cluster_env=(); fi
+        if ! env "${cluster_env[@]}" "$SCRIPT_DIR/cluster.sh" --no-build --trials "${TRIALS:-3}" \
+            --out "$OUT/cluster" >"$OUT/cluster.out" 2>"$OUT/cluster.err"; then
+            log "cluster leg FAILED (see $OUT/cluster.err)"
+            FAILED+=(cluster)
+        fi
+        ;;
     *) echo "unknown leg: $leg" >&2; exit 2 ;;
     esac
 done
@@ -386,6 +398,9 @@ if [ -s "$OUT/permsg.md" ]; then
         cat "$OUT/permsg.md"
         printf '\nRaw totals: permsg.json.\n'
     } >>"$OUT/summary.md"
+fi
+if [ -s "$OUT/cluster/summary.md" ]; then
+    { echo; cat "$OUT/cluster/summary.md"; } >>"$OUT/summary.md"
 fi
 log "summary: $OUT/summary.md"
 if [ "${#FAILED[@]}" -gt 0 ]; then
