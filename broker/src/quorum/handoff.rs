@@ -201,7 +201,6 @@ impl QuorumNode {
         address: &str,
         stopping: bool,
     ) -> Result<(NodeId, Option<NodeId>), String> {
-        let me = self.node_id;
         let mut metrics = queue.metrics();
         let target = tokio::time::timeout(CATCH_UP, async {
             loop {
@@ -216,6 +215,29 @@ impl QuorumNode {
         .await
         .map_err(|_| format!("no follower matched the log within {CATCH_UP:?}"))??;
         let limit = self.campaign_limit();
+        // While the target campaigns, this node must not campaign itself
+        // once it has stepped down: two candidates that keep raising the
+        // term refresh their own votes in turn and can starve each other
+        // for many rounds. Elections come back on in every outcome below.
+        queue.raft.runtime_config().elect(false);
+        let result = self
+            .campaign_held(target, address, stopping, limit, &mut metrics)
+            .await;
+        queue.raft.runtime_config().elect(true);
+        result
+    }
+
+    /// Step 3-4 of [`Self::hand_off_held`]: the target's campaign and this
+    /// node's step-down.
+    async fn campaign_held(
+        &self,
+        target: NodeId,
+        address: &str,
+        stopping: bool,
+        limit: Duration,
+        metrics: &mut tokio::sync::watch::Receiver<RaftMetrics<NodeId, openraft::BasicNode>>,
+    ) -> Result<(NodeId, Option<NodeId>), String> {
+        let me = self.node_id;
         // A task of its own: on an in-process transport the target's
         // campaign runs in the caller's future, and a stopping node lets it
         // go on after it has stopped waiting.
