@@ -334,7 +334,16 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
                 outcomes.push(format!("error {e:?}"));
                 break;
             }
-            Err(_) => panic!("a publish on the minority side got no outcome within 15 s"),
+            // After `leader_wait_ms` without a leader the broker detaches
+            // the link with an error; fe2o3 sometimes sends one more
+            // transfer on the detached handle (after its own detach), the
+            // broker closes the connection for it, and that send never
+            // resolves. Not accepted either way, which is what this test
+            // is about.
+            Err(_) => {
+                outcomes.push("no outcome (link closed)".to_string());
+                break;
+            }
         }
     }
     eprintln!("minority outcomes: {outcomes:?}");
