@@ -215,6 +215,17 @@ impl QuorumNode {
         .await
         .map_err(|_| format!("no follower matched the log within {CATCH_UP:?}"))??;
         let limit = self.campaign_limit();
+        // A leader refuses any vote while its own vote is younger than a
+        // lease (and does not refresh it while it leads): right after an
+        // election, wait until that has passed, so the target's first
+        // campaign is granted at once instead of duelling (bounded by
+        // one lease; proposals stay held meanwhile).
+        let lease = Duration::from_millis(self.raft_config.election_timeout_max);
+        if let Some(led) = queue.leading_for() {
+            if led < lease {
+                tokio::time::sleep(lease - led).await;
+            }
+        }
         // While the target campaigns, this node must not campaign itself
         // once it has stepped down: two candidates that keep raising the
         // term refresh their own votes in turn and can starve each other

@@ -155,6 +155,7 @@ fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
     let mut inner = shared.lock();
     if leading && !inner.leading {
         inner.leading = true;
+        inner.leading_since = Some(std::time::Instant::now());
         let entries: Vec<Entry> = inner
             .index
             .iter()
@@ -404,6 +405,15 @@ impl QuorumQueue {
     }
 
     /// Whether this node leads (as last synced).
+    /// How long this node has led the group (`None` when it does not).
+    pub(crate) fn leading_for(&self) -> Option<Duration> {
+        let inner = self.shared.lock();
+        inner
+            .leading
+            .then(|| inner.leading_since.map(|t| t.elapsed()))
+            .flatten()
+    }
+
     pub(crate) fn is_leading(&self) -> bool {
         self.shared.lock().leading
     }
