@@ -171,71 +171,6 @@ async fn consume_from(addr: SocketAddr, address: &str, n: usize) -> Vec<String> 
     got
 }
 
-/// Publish unique texts on ONE link until `stop`; `released` ones are sent
-/// again. Returns the accepted texts, or the error that ended the link (a
-/// detach: what forwarding must not cause).
-async fn keep_publishing(
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    n_accepted: Arc<AtomicUsize>,
-) -> Result<Vec<String>, String> {
-    let mut connection = open_at(addr, "steady-pub").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut sender = step(
-        "sender attach",
-        Sender::attach(&mut session, "tx", "/quorum/steady"),
-    )
-    .await
-    .map_err(|e| format!("{e:?}"))?;
-    let mut accepted = Vec::new();
-    let mut next = 0usize;
-    while !stop.load(Ordering::Relaxed) {
-        let text = format!("m-{next}");
-        match tokio::time::timeout(Duration::from_secs(15), sender.send(text.clone())).await {
-            Ok(Ok(Outcome::Accepted(_))) => {
-                accepted.push(text);
-                n_accepted.fetch_add(1, Ordering::Relaxed);
-                next += 1;
-            }
-            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(10)).await,
-            Ok(Err(e)) => return Err(format!("publisher link failed: {e:?}")),
-            Err(_) => return Err("a publish got no outcome within 15 s".into()),
-        }
-    }
-    let _ = sender.close().await;
-    let _ = connection.close().await;
-    Ok(accepted)
-}
-
-/// Consume on ONE link, accepting, until `stop` and a quiet 2 s.
-async fn keep_consuming(addr: SocketAddr, stop: Arc<AtomicBool>) -> Result<Vec<String>, String> {
-    let mut connection = open_at(addr, "steady-sub").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut receiver = step(
-        "receiver attach",
-        Receiver::attach(&mut session, "rx", "/quorum/steady"),
-    )
-    .await
-    .map_err(|e| format!("{e:?}"))?;
-    let mut received = Vec::new();
-    loop {
-        match tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await {
-            Ok(Ok(delivery)) => {
-                received.push(delivery.body().clone());
-                if let Err(e) = receiver.accept(&delivery).await {
-                    return Err(format!("accept failed: {e:?}"));
-                }
-            }
-            Ok(Err(e)) => return Err(format!("consumer link failed: {e:?}")),
-            Err(_) if stop.load(Ordering::Relaxed) => break,
-            Err(_) => {}
-        }
-    }
-    let _ = receiver.close().await;
-    let _ = connection.close().await;
-    Ok(received)
-}
-
 /// Stop the leader while a publisher on `pub_node` and a consumer on
 /// `sub_node` (both not the leader) keep their links; check that neither
 /// link fails, publishing resumes and no accepted message is lost.
@@ -248,11 +183,13 @@ async fn leader_stops_under_steady_clients(pick: fn(u64, u64) -> (u64, u64)) {
     let n_accepted = Arc::new(AtomicUsize::new(0));
     let publisher = tokio::spawn(keep_publishing(
         cluster.addr(pub_node).unwrap(),
+        "steady",
         stop.clone(),
         n_accepted.clone(),
     ));
     let consumer = tokio::spawn(keep_consuming(
         cluster.addr(sub_node).unwrap(),
+        "steady",
         stop.clone(),
     ));
     eventually(Duration::from_secs(20), "publishing starts", || {

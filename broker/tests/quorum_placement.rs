@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 use broker::queue::QueueAddress;
 use broker::{BrokerConfig, Cluster};
 use common::*;
-use fe2o3_amqp::types::messaging::Outcome;
-use fe2o3_amqp::{Receiver, Sender};
 
 fn config() -> BrokerConfig {
     let mut base = BrokerConfig::default();
@@ -90,77 +88,6 @@ async fn leaders_of_thirty_queues_spread_over_three_nodes() {
         );
     }
     cluster.shutdown().await;
-}
-
-/// Publish unique texts to `/quorum/<queue>` on one link until `stop`;
-/// `released` ones are sent again. The accepted texts, or why the link
-/// ended.
-async fn keep_publishing(
-    addr: SocketAddr,
-    queue: &'static str,
-    stop: Arc<AtomicBool>,
-    n_accepted: Arc<AtomicUsize>,
-) -> Result<Vec<String>, String> {
-    let mut connection = open_at(addr, "steady-pub").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut sender = step(
-        "sender attach",
-        Sender::attach(&mut session, "tx", format!("/quorum/{queue}")),
-    )
-    .await
-    .map_err(|e| format!("{e:?}"))?;
-    let mut accepted = Vec::new();
-    let mut next = 0usize;
-    while !stop.load(Ordering::Relaxed) {
-        let text = format!("m-{next}");
-        match tokio::time::timeout(Duration::from_secs(15), sender.send(text.clone())).await {
-            Ok(Ok(Outcome::Accepted(_))) => {
-                accepted.push(text);
-                n_accepted.fetch_add(1, Ordering::Relaxed);
-                next += 1;
-            }
-            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(10)).await,
-            Ok(Err(e)) => return Err(format!("publisher link failed: {e:?}")),
-            Err(_) => return Err("a publish got no outcome within 15 s".into()),
-        }
-    }
-    let _ = sender.close().await;
-    let _ = connection.close().await;
-    Ok(accepted)
-}
-
-/// Consume from `/quorum/<queue>` on one link, accepting, until `stop`
-/// and a quiet 2 s.
-async fn keep_consuming(
-    addr: SocketAddr,
-    queue: &'static str,
-    stop: Arc<AtomicBool>,
-) -> Result<Vec<String>, String> {
-    let mut connection = open_at(addr, "steady-sub").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut receiver = step(
-        "receiver attach",
-        Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")),
-    )
-    .await
-    .map_err(|e| format!("{e:?}"))?;
-    let mut received = Vec::new();
-    loop {
-        match tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await {
-            Ok(Ok(delivery)) => {
-                received.push(delivery.body().clone());
-                if let Err(e) = receiver.accept(&delivery).await {
-                    return Err(format!("accept failed: {e:?}"));
-                }
-            }
-            Ok(Err(e)) => return Err(format!("consumer link failed: {e:?}")),
-            Err(_) if stop.load(Ordering::Relaxed) => break,
-            Err(_) => {}
-        }
-    }
-    let _ = receiver.close().await;
-    let _ = connection.close().await;
-    Ok(received)
 }
 
 /// A publisher and a consumer on `clients` for `queue`.

@@ -4,6 +4,8 @@
 //! deliveries.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use broker::BrokerConfig;
@@ -106,4 +108,75 @@ pub fn check_delivered<'a>(
 
 pub fn texts(range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("m-{i}")).collect()
+}
+
+/// Publish unique texts to `/quorum/<queue>` on one link until `stop`;
+/// `released` ones are sent again. The accepted texts, or why the link
+/// ended.
+pub async fn keep_publishing(
+    addr: std::net::SocketAddr,
+    queue: &'static str,
+    stop: Arc<AtomicBool>,
+    n_accepted: Arc<AtomicUsize>,
+) -> Result<Vec<String>, String> {
+    let mut connection = open_at(addr, "steady-pub").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut sender = step(
+        "sender attach",
+        Sender::attach(&mut session, "tx", format!("/quorum/{queue}")),
+    )
+    .await
+    .map_err(|e| format!("{e:?}"))?;
+    let mut accepted = Vec::new();
+    let mut next = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let text = format!("m-{next}");
+        match tokio::time::timeout(Duration::from_secs(15), sender.send(text.clone())).await {
+            Ok(Ok(Outcome::Accepted(_))) => {
+                accepted.push(text);
+                n_accepted.fetch_add(1, Ordering::Relaxed);
+                next += 1;
+            }
+            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Ok(Err(e)) => return Err(format!("publisher link failed: {e:?}")),
+            Err(_) => return Err("a publish got no outcome within 15 s".into()),
+        }
+    }
+    let _ = sender.close().await;
+    let _ = connection.close().await;
+    Ok(accepted)
+}
+
+/// Consume from `/quorum/<queue>` on one link, accepting, until `stop`
+/// and a quiet 2 s.
+pub async fn keep_consuming(
+    addr: std::net::SocketAddr,
+    queue: &'static str,
+    stop: Arc<AtomicBool>,
+) -> Result<Vec<String>, String> {
+    let mut connection = open_at(addr, "steady-sub").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")),
+    )
+    .await
+    .map_err(|e| format!("{e:?}"))?;
+    let mut received = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await {
+            Ok(Ok(delivery)) => {
+                received.push(delivery.body().clone());
+                if let Err(e) = receiver.accept(&delivery).await {
+                    return Err(format!("accept failed: {e:?}"));
+                }
+            }
+            Ok(Err(e)) => return Err(format!("consumer link failed: {e:?}")),
+            Err(_) if stop.load(Ordering::Relaxed) => break,
+            Err(_) => {}
+        }
+    }
+    let _ = receiver.close().await;
+    let _ = connection.close().await;
+    Ok(received)
 }
