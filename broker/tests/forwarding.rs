@@ -241,6 +241,7 @@ async fn leader_stops_while_clients_on_both_peers_keep_their_links() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_on_the_minority_side_never_sees_accepted() {
+    trace_from_env();
     let cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "split", &[]).await;
     let (leader, minority, _) = roles(&cluster, "split").await;
@@ -272,11 +273,14 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
                 break;
             }
             // After `leader_wait_ms` without a leader the broker detaches
-            // the link with an error; fe2o3 sometimes sends one more
-            // transfer on the detached handle (after its own detach), the
-            // broker closes the connection for it, and that send never
-            // resolves. Not accepted either way, which is what this test
-            // is about.
+            // the link with an error. fe2o3 sometimes sends one more
+            // transfer on that handle after its own answering detach (seen
+            // in a frame trace: detach sent, detach received, then a
+            // transfer on handle 0, all in order on one socket), the
+            // broker closes the connection with `unattached-handle` as the
+            // spec asks, and fe2o3's send never resolves. Not accepted
+            // either way, which is what this test is about. Frame traces:
+            // `RAMQP_TEST_LOG=broker::engine=trace`.
             Err(_) => {
                 outcomes.push("no outcome (link closed)".to_string());
                 break;

@@ -240,6 +240,7 @@ impl Connection {
                         performative,
                         payload,
                     } => {
+                        tracing::trace!(peer = %self.peer, channel = frame.channel, ?performative, "received");
                         if let Performative::Attach(attach) = &performative {
                             self.prepare_queue(attach).await;
                         }

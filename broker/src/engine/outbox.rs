@@ -38,6 +38,7 @@ impl Outbox {
 
     /// A frame without payload.
     pub(crate) fn frame(&mut self, channel: u16, performative: &Performative) {
+        tracing::trace!(channel, ?performative, "sending");
         encode_amqp_frame(&mut self.buf, channel, performative, 0);
     }
 
@@ -49,6 +50,7 @@ impl Outbox {
         payload: &[Bytes],
     ) {
         let len = payload.iter().map(Bytes::len).sum();
+        tracing::trace!(channel, ?performative, payload_bytes = len, "sending");
         encode_amqp_frame(&mut self.buf, channel, performative, len);
         for part in payload {
             if part.len() <= INLINE_PAYLOAD_MAX_BYTES {

@@ -11,7 +11,8 @@
 //! in a heartbeat answer steps down. So the hand-off is:
 //!
 //! 1. the leader holds its proposer and settlement batcher (publishes
-//!    wait in order), so its log stops growing;
+//!    wait in order) and waits out the proposals already on their way
+//!    (`hold.rs`), so its log stops growing at a known index;
 //! 2. waits (bounded, [`CATCH_UP`]) until the target has matched its last
 //!    log index (and it has applied it);
 //! 3. asks the target (a `Request::Elect` over the node transport) to
@@ -171,7 +172,7 @@ impl QuorumNode {
             return Err(fail("no other voter".into()));
         }
         let started = Instant::now();
-        queue.hold_proposals(true);
+        queue.hold_proposals().await;
         let result = self
             .hand_off_held(queue, to, &voters, &address, stopping)
             .await;
@@ -180,7 +181,7 @@ impl QuorumNode {
         // its log longer than the target's and cost the target the vote.
         // The held batches are answered `released` when the queue goes.
         if !stopping {
-            queue.hold_proposals(false);
+            queue.release_proposals();
         }
         let (target, leader) = result.map_err(fail)?;
         tracing::info!(queue = %address, target, ?leader, pause_ms = pause.as_millis() as u64, "leadership handed off");
@@ -202,9 +203,12 @@ impl QuorumNode {
         stopping: bool,
     ) -> Result<(NodeId, Option<NodeId>), String> {
         let mut metrics = queue.metrics();
+        // The last proposals submitted before the hold may still be queued
+        // for openraft's core: see `held_at`.
+        let held_at = held_at(queue, &mut metrics).await?;
         let target = tokio::time::timeout(CATCH_UP, async {
             loop {
-                if let Some(target) = caught_up(&metrics.borrow_and_update(), to, voters) {
+                if let Some(target) = caught_up(&metrics.borrow_and_update(), held_at, to, voters) {
                     return Ok(target);
                 }
                 if metrics.changed().await.is_err() {
@@ -398,20 +402,47 @@ impl QuorumNode {
     }
 }
 
+/// The last log index once the proposals submitted before the hold are
+/// in the log. openraft's core takes requests in order and appends an
+/// entry before it takes the next request, so once a request sent after
+/// them is answered the entries are in; and every metrics report made
+/// after that answer shows them. A second request makes the core report
+/// soon (it reports at the top of each loop) rather than at its next tick.
+async fn held_at(
+    queue: &QuorumQueue,
+    metrics: &mut tokio::sync::watch::Receiver<RaftMetrics<NodeId, openraft::BasicNode>>,
+) -> Result<Option<u64>, String> {
+    let stopped = |e: openraft::error::Fatal<NodeId>| format!("the group stopped: {e}");
+    queue.raft.with_raft_state(|_| ()).await.map_err(stopped)?;
+    metrics.borrow_and_update();
+    queue.raft.with_raft_state(|_| ()).await.map_err(stopped)?;
+    metrics
+        .changed()
+        .await
+        .map_err(|_| "the group stopped".to_string())?;
+    let last = metrics.borrow_and_update().last_log_index;
+    Ok(last)
+}
+
 /// Whether the metrics say `me` leads.
 fn leads_now(m: &RaftMetrics<NodeId, openraft::BasicNode>, me: NodeId) -> bool {
     m.state == ServerState::Leader && m.current_leader == Some(me)
 }
 
 /// The voter to hand off to once it has matched the leader's whole log
-/// (and the leader applied it, so nothing is in flight): `to` itself, or
-/// any caught-up voter.
+/// (at least up to `held_at`, where the log stopped growing, and the
+/// leader applied it, so nothing is in flight): `to` itself, or any
+/// caught-up voter.
 fn caught_up(
     m: &RaftMetrics<NodeId, openraft::BasicNode>,
+    held_at: Option<u64>,
     to: Option<NodeId>,
     voters: &[NodeId],
 ) -> Option<NodeId> {
     let last = m.last_log_index?;
+    if Some(last) < held_at {
+        return None;
+    }
     if m.last_applied.map(|l| l.index) != Some(last) {
         return None;
     }

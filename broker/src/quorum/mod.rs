@@ -9,6 +9,7 @@
 //! redb tables.
 
 mod handoff;
+mod hold;
 mod index;
 pub(crate) mod network;
 mod node;

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::ServerState;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
+use super::hold::ProposalHold;
 use super::state_machine::Shared;
 use super::types::{Command, NodeId, QueueRaftHandle, SettleKind, ENQUEUE_BATCH_MAX};
 use crate::codec::definitions::condition;
@@ -54,10 +55,17 @@ pub struct QuorumQueue {
     settles: mpsc::UnboundedSender<SettleMsg>,
     /// Publishes in order to the proposer task; bounded by `gate`.
     proposals: mpsc::UnboundedSender<Proposal>,
-    /// While true, neither publishes nor settlements are proposed (they
+    /// While held, neither publishes nor settlements are proposed (they
     /// wait): a leadership hand-off needs the log to stop growing so the
     /// target can match it and win the vote (see `handoff.rs`).
-    hold: watch::Sender<bool>,
+    hold: Arc<ProposalHold>,
+}
+
+impl Drop for QuorumQueue {
+    fn drop(&mut self) {
+        // Batches held by a hand-off are answered `released`.
+        self.hold.close();
+    }
 }
 
 impl QuorumQueue {
@@ -74,7 +82,7 @@ impl QuorumQueue {
     ) -> Arc<QuorumQueue> {
         let (settles, settle_rx) = mpsc::unbounded_channel();
         let (proposals, proposal_rx) = mpsc::unbounded_channel();
-        let (hold, hold_rx) = watch::channel(false);
+        let hold = Arc::new(ProposalHold::default());
         let gate = Arc::new(PublishGate {
             in_flight: AtomicUsize::new(0),
             max_in_flight,
@@ -85,7 +93,7 @@ impl QuorumQueue {
             proposal_rx,
             gate.clone(),
             publish_timeout,
-            hold_rx.clone(),
+            hold.clone(),
         ));
         tokio::spawn(watch_leadership(
             raft.clone(),
@@ -93,7 +101,7 @@ impl QuorumQueue {
             node_id,
             address.to_string(),
         ));
-        tokio::spawn(replicate_settlements(raft.clone(), settle_rx, hold_rx));
+        tokio::spawn(replicate_settlements(raft.clone(), settle_rx, hold.clone()));
         Arc::new(QuorumQueue {
             address,
             node_id,
@@ -106,11 +114,17 @@ impl QuorumQueue {
         })
     }
 
-    /// Stop (true) or resume (false) proposing publishes and settlements.
-    /// Publishes taken meanwhile wait in order; a held batch proposed after
-    /// the leadership moved is answered `released` as usual.
-    pub(crate) fn hold_proposals(&self, hold: bool) {
-        self.hold.send_replace(hold);
+    /// Stop proposing publishes and settlements; returns once every
+    /// proposal already on its way has been submitted to openraft.
+    /// Publishes taken meanwhile wait in order.
+    pub(crate) async fn hold_proposals(&self) {
+        self.hold.hold().await;
+    }
+
+    /// Resume proposing; a held batch proposed after the leadership moved
+    /// is answered `released` as usual.
+    pub(crate) fn release_proposals(&self) {
+        self.hold.release();
     }
 
     fn not_leader(&self) -> QueueError {
@@ -246,7 +260,7 @@ async fn propose_in_order(
     mut proposals: mpsc::UnboundedReceiver<Proposal>,
     gate: Arc<PublishGate>,
     timeout: Duration,
-    mut hold: watch::Receiver<bool>,
+    hold: Arc<ProposalHold>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(ENTRIES_IN_FLIGHT_MAX));
     let mut carry: Option<Proposal> = None;
@@ -290,11 +304,13 @@ async fn propose_in_order(
             }
         };
         // During a hand-off the batch waits (the log must stop growing).
-        if hold.wait_for(|held| !*held).await.is_err() {
+        let Some(pass) = hold.pass().await else {
             finish(Outcome::Released, confirms);
             return;
-        }
-        let committed = match raft.client_write_ff(Command::Enqueue { messages }).await {
+        };
+        let submitted = raft.client_write_ff(Command::Enqueue { messages }).await;
+        drop(pass);
+        let committed = match submitted {
             Ok(committed) => committed,
             Err(error) => {
                 tracing::debug!(%error, n, "publishes not proposed");
@@ -327,7 +343,7 @@ async fn propose_in_order(
 async fn replicate_settlements(
     raft: QueueRaftHandle,
     mut rx: mpsc::UnboundedReceiver<SettleMsg>,
-    mut hold: watch::Receiver<bool>,
+    hold: Arc<ProposalHold>,
 ) {
     while let Some(first) = rx.recv().await {
         let mut remove = Vec::new();
@@ -352,12 +368,18 @@ async fn replicate_settlements(
             if ids.is_empty() {
                 continue;
             }
-            if hold.wait_for(|held| !*held).await.is_err() {
+            let Some(pass) = hold.pass().await else {
                 return;
-            }
+            };
+            let submitted = raft.client_write_ff(Command::Settle { ids, kind }).await;
+            drop(pass);
             // A failed proposal (leadership lost) is harmless: the new
             // leader still holds the messages and delivers them again.
-            if let Err(error) = raft.client_write(Command::Settle { ids, kind }).await {
+            let committed = match submitted {
+                Ok(committed) => committed.await.map_err(|e| e.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            if let Err(error) = committed.and_then(|r| r.map(|_| ()).map_err(|e| e.to_string())) {
                 tracing::debug!(%error, "settlement not replicated");
             }
         }

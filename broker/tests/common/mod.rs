@@ -13,6 +13,7 @@ mod fe2o3;
 mod frames;
 mod quorum;
 mod raw;
+mod trace;
 mod wait;
 
 // A test that uses nothing from one submodule must not warn about it.
@@ -26,5 +27,7 @@ pub use frames::*;
 pub use quorum::*;
 #[allow(unused_imports)]
 pub use raw::*;
+#[allow(unused_imports)]
+pub use trace::*;
 #[allow(unused_imports)]
 pub use wait::*;
