@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use broker::codec::definitions::condition;
 use broker::codec::frame::{AMQP_HEADER, SASL_HEADER};
-use broker::codec::{Detach, Flow, Performative};
+use broker::codec::{Close, DeliveryState, Detach, End, Flow, Performative};
 use common::*;
 
 /// A raw client that has opened a connection and begun session 0.
@@ -231,8 +231,10 @@ async fn transfer_without_credit_closes_with_transfer_limit_exceeded() {
     stop(broker).await;
 }
 
+/// A session error ends that session (with the error in `end`), not the
+/// connection: the same connection can begin a session again and publish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn flow_or_transfer_on_an_unknown_handle_closes_with_unattached_handle() {
+async fn flow_or_transfer_on_an_unknown_handle_ends_the_session_with_unattached_handle() {
     let broker = start().await;
     let mut bystander = Bystander::connect(&broker, "unknown-handle").await;
 
@@ -240,10 +242,25 @@ async fn flow_or_transfer_on_an_unknown_handle_closes_with_unattached_handle() {
     let mut raw = opened(&broker).await;
     raw.send(0, Performative::Flow(credit_flow(7, 0, 10, false)))
         .await;
-    raw.expect_close_with(condition::UNATTACHED_HANDLE).await;
-    raw.expect_eof().await;
+    raw.expect_end_with(0, condition::UNATTACHED_HANDLE).await;
+    // Frames the client sent before it saw the `end` are dropped, then
+    // the client answers with its own `end`.
+    raw.send(0, Performative::Flow(credit_flow(7, 0, 10, false)))
+        .await;
+    raw.send(0, Performative::End(End::default())).await;
+    // The connection goes on: a new session on the same channel works.
+    raw.begin(0).await;
+    raw.attach_publisher(0, 0, "unknown-handle-q").await;
+    let disposition = raw
+        .publish(0, 0, 0, &text_message("after the session error"))
+        .await;
+    assert!(
+        matches!(disposition.state, Some(DeliveryState::Accepted)),
+        "publish after the session error: {disposition:?}"
+    );
 
-    // A transfer on handle 7, while handle 0 is attached.
+    // A transfer on handle 7, while handle 0 is attached: the session
+    // ends, and its other link goes with it.
     let mut raw = opened(&broker).await;
     raw.attach_publisher(0, 0, "unknown-handle-q").await;
     raw.send_with_payload(
@@ -252,7 +269,10 @@ async fn flow_or_transfer_on_an_unknown_handle_closes_with_unattached_handle() {
         &text_message("nowhere"),
     )
     .await;
-    raw.expect_close_with(condition::UNATTACHED_HANDLE).await;
+    raw.expect_end_with(0, condition::UNATTACHED_HANDLE).await;
+    raw.send(0, Performative::End(End::default())).await;
+    raw.send(0, Performative::Close(Close::default())).await;
+    raw.expect_close().await;
     raw.expect_eof().await;
 
     // A flow that names an attached handle is fine (control case).

@@ -277,8 +277,8 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
             // transfer on that handle after its own answering detach (seen
             // in a frame trace: detach sent, detach received, then a
             // transfer on handle 0, all in order on one socket), the
-            // broker closes the connection with `unattached-handle` as the
-            // spec asks, and fe2o3's send never resolves. Not accepted
+            // broker ends the session with `unattached-handle` as the spec
+            // asks, and fe2o3's send may never resolve. Not accepted
             // either way, which is what this test is about. Frame traces:
             // `RAMQP_TEST_LOG=broker::engine=trace`.
             Err(_) => {

@@ -4,7 +4,7 @@
 //! owns one `State` and feeds it; handlers write their answers into the
 //! [`Outbox`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -35,6 +35,9 @@ pub(crate) struct State {
     pub(crate) remote_max_frame_size: usize,
     /// Highest channel the peer may use (the smaller of both sides').
     pub(crate) channel_max: u16,
+    /// Channels whose session we ended with a session error; the peer's
+    /// frames there are dropped until its `end` arrives.
+    pub(crate) ending: HashSet<u16>,
 }
 
 impl State {
@@ -52,6 +55,7 @@ impl State {
             next_tag: 0,
             remote_max_frame_size: remote_max_frame_size as usize,
             channel_max,
+            ending: HashSet::new(),
         }
     }
 
@@ -78,12 +82,19 @@ impl State {
             )),
             Performative::Close(_) => Err(ConnectionError::ClosedByPeer),
             other => {
+                if self.ending.contains(&channel) {
+                    // Sent before the peer saw our `end`.
+                    if matches!(other, Performative::End(_)) {
+                        self.ending.remove(&channel);
+                    }
+                    return Ok(());
+                }
                 if !self.sessions.contains_key(&channel) {
                     return Err(ConnectionError::illegal_state(format!(
                         "frame on channel {channel}, where no session was begun"
                     )));
                 }
-                match other {
+                let result = match other {
                     Performative::Attach(attach) => self.on_attach(channel, *attach, out),
                     Performative::Flow(flow) => self.on_flow(channel, flow, out),
                     Performative::Transfer(transfer) => {
@@ -97,9 +108,30 @@ impl State {
                     Performative::Begin(_) | Performative::Open(_) | Performative::Close(_) => {
                         Ok(())
                     }
+                };
+                match result {
+                    // A session error ends that session only; the
+                    // connection and its other sessions go on.
+                    Err(ConnectionError::Protocol(error)) if is_session_error(&error) => {
+                        self.end_with_error(channel, error, out);
+                        Ok(())
+                    }
+                    other => other,
                 }
             }
         }
+    }
+
+    /// End the session on `channel` from our side with `error`: release
+    /// what it held, send `end`, and drop its frames until the peer's
+    /// `end`.
+    fn end_with_error(&mut self, channel: u16, error: Error, out: &mut Outbox) {
+        tracing::debug!(channel, condition = error.condition.as_str(), description = ?error.description, "ending session");
+        if let Some(session) = self.sessions.remove(&channel) {
+            self.release_session(session);
+        }
+        out.frame(channel, &Performative::End(End { error: Some(error) }));
+        self.ending.insert(channel);
     }
 
     fn on_begin(
@@ -119,7 +151,7 @@ impl State {
                 format!("channel {channel} exceeds channel-max {}", self.channel_max),
             ));
         }
-        if self.sessions.contains_key(&channel) {
+        if self.sessions.contains_key(&channel) || self.ending.contains(&channel) {
             return Err(ConnectionError::illegal_state(format!(
                 "channel {channel} already has a session"
             )));
@@ -211,4 +243,11 @@ impl State {
             session.pump(out, max_frame);
         }
     }
+}
+
+/// Whether `error` is a session error (`amqp:session:*`: window-violation,
+/// errant-link, handle-in-use, unattached-handle), which ends the session
+/// rather than the connection.
+fn is_session_error(error: &Error) -> bool {
+    error.condition.as_str().starts_with("amqp:session:")
 }

@@ -244,6 +244,41 @@ impl Raw {
         }
     }
 
+    /// Read until the broker's `end` on `channel` (frames before it are
+    /// skipped) and check its error condition; a `close` instead fails.
+    pub async fn expect_end_with(&mut self, channel: u16, condition: &str) {
+        loop {
+            match self.read_within(STEP).await {
+                Read::Frame(Frame {
+                    body:
+                        FrameBody::Amqp {
+                            performative: Performative::End(end),
+                            ..
+                        },
+                    channel: got,
+                }) if got == channel => {
+                    let error = end.error;
+                    let got = error.as_ref().map(|e| e.condition.as_str());
+                    assert_eq!(got, Some(condition), "end error: {error:?}");
+                    return;
+                }
+                Read::Frame(Frame {
+                    body:
+                        FrameBody::Amqp {
+                            performative: Performative::Close(close),
+                            ..
+                        },
+                    ..
+                }) => panic!(
+                    "the connection closed ({:?}) instead of ending the session",
+                    close.error
+                ),
+                Read::Frame(_) => continue,
+                Read::Eof => panic!("socket closed without an AMQP end frame"),
+            }
+        }
+    }
+
     /// Read until the broker's `close` and check its error condition.
     pub async fn expect_close_with(&mut self, condition: &str) {
         let error = self.expect_close().await;
