@@ -6,7 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -180,32 +180,33 @@ async fn leader_stops_under_steady_clients(pick: fn(u64, u64) -> (u64, u64)) {
     let (leader, f1, f2) = roles(&cluster, "steady").await;
     let (pub_node, sub_node) = pick(f1, f2);
     let stop = Arc::new(AtomicBool::new(false));
-    let n_accepted = Arc::new(AtomicUsize::new(0));
+    let counts = Arc::new(Counts::default());
     let publisher = tokio::spawn(keep_publishing(
         cluster.addr(pub_node).unwrap(),
         "steady",
         stop.clone(),
-        n_accepted.clone(),
+        counts.clone(),
     ));
     let consumer = tokio::spawn(keep_consuming(
         cluster.addr(sub_node).unwrap(),
         "steady",
         stop.clone(),
+        counts.clone(),
     ));
     eventually(Duration::from_secs(20), "publishing starts", || {
-        n_accepted.load(Ordering::Relaxed) >= 50
+        counts.accepted() >= 50
     })
     .await;
     cluster.stop(leader).await;
-    let before = n_accepted.load(Ordering::Relaxed);
+    let before = counts.accepted();
     let stopped_at = std::time::Instant::now();
     eventually(Duration::from_secs(20), "publishing resumes", || {
-        n_accepted.load(Ordering::Relaxed) > before
+        counts.accepted() > before
     })
     .await;
     let pause = stopped_at.elapsed();
     eventually(Duration::from_secs(20), "publishing goes on", || {
-        n_accepted.load(Ordering::Relaxed) >= before + 50
+        counts.accepted() >= before + 50
     })
     .await;
     stop.store(true, Ordering::Relaxed);

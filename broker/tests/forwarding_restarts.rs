@@ -16,7 +16,7 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -26,8 +26,6 @@ use broker::net::{
 use broker::queue::QueueAddress;
 use broker::{Broker, BrokerConfig};
 use common::*;
-use fe2o3_amqp::types::messaging::Outcome;
-use fe2o3_amqp::{Receiver, Sender};
 
 /// What happens to traffic from one node to another.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -244,100 +242,23 @@ fn config() -> BrokerConfig {
 
 const QUEUE: &str = "restarts";
 
-/// Publish unique texts on ONE link until `stop`; `released` ones are
-/// counted and not resent. Returns the accepted texts, or the error that
-/// ended the link.
-async fn keep_publishing(
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    n_accepted: Arc<AtomicUsize>,
-) -> Result<(Vec<String>, usize), String> {
-    let mut connection = open_at(addr, "restarts-pub").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut sender = step(
-        "sender attach",
-        Sender::attach(&mut session, "tx", format!("/quorum/{QUEUE}")),
-    )
-    .await
-    .map_err(|e| format!("{e:?}"))?;
-    let mut accepted = Vec::new();
-    let mut released = 0;
-    let mut next = 0usize;
-    while !stop.load(Ordering::Relaxed) {
-        let text = format!("m-{next}");
-        next += 1;
-        match tokio::time::timeout(Duration::from_secs(20), sender.send(text.clone())).await {
-            Ok(Ok(Outcome::Accepted(_))) => {
-                accepted.push(text);
-                n_accepted.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(Ok(_)) => {
-                released += 1;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Ok(Err(e)) => return Err(format!("publisher link failed: {e:?}")),
-            Err(_) => return Err("a publish got no outcome within 20 s".into()),
-        }
-    }
-    let _ = sender.close().await;
-    let _ = connection.close().await;
-    Ok((accepted, released))
-}
-
-/// Consume on ONE link, accepting, until `stop` and a quiet 3 s.
-async fn keep_consuming(
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    n_received: Arc<AtomicUsize>,
-) -> Result<Vec<String>, String> {
-    let mut connection = open_at(addr, "restarts-sub").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut receiver = step(
-        "receiver attach",
-        Receiver::attach(&mut session, "rx", format!("/quorum/{QUEUE}")),
-    )
-    .await
-    .map_err(|e| format!("{e:?}"))?;
-    let mut received = Vec::new();
-    loop {
-        match tokio::time::timeout(Duration::from_secs(3), receiver.recv::<String>()).await {
-            Ok(Ok(delivery)) => {
-                received.push(delivery.body().clone());
-                n_received.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = receiver.accept(&delivery).await {
-                    return Err(format!("accept failed: {e:?}"));
-                }
-            }
-            Ok(Err(e)) => return Err(format!("consumer link failed: {e:?}")),
-            Err(_) if stop.load(Ordering::Relaxed) => break,
-            Err(_) => {}
-        }
-    }
-    let _ = receiver.close().await;
-    let _ = connection.close().await;
-    Ok(received)
-}
-
 /// A publisher and a consumer on the same follower of the queue.
 struct Clients {
     stop: Arc<AtomicBool>,
-    accepted: Arc<AtomicUsize>,
-    received: Arc<AtomicUsize>,
-    publisher: tokio::task::JoinHandle<Result<(Vec<String>, usize), String>>,
+    counts: Arc<Counts>,
+    publisher: tokio::task::JoinHandle<Result<Vec<String>, String>>,
     consumer: tokio::task::JoinHandle<Result<Vec<String>, String>>,
 }
 
 impl Clients {
     async fn start(addr: SocketAddr) -> Clients {
         let stop = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let received = Arc::new(AtomicUsize::new(0));
-        let publisher = tokio::spawn(keep_publishing(addr, stop.clone(), accepted.clone()));
-        let consumer = tokio::spawn(keep_consuming(addr, stop.clone(), received.clone()));
+        let counts = Arc::new(Counts::default());
+        let publisher = tokio::spawn(keep_publishing(addr, QUEUE, stop.clone(), counts.clone()));
+        let consumer = tokio::spawn(keep_consuming(addr, QUEUE, stop.clone(), counts.clone()));
         let clients = Clients {
             stop,
-            accepted,
-            received,
+            counts,
             publisher,
             consumer,
         };
@@ -350,32 +271,28 @@ impl Clients {
     /// waited for its next accept.
     async fn flowing(&self, more: usize, what: &str) -> Duration {
         let start = Instant::now();
-        let (a0, r0) = (self.accepted(), self.received.load(Ordering::Relaxed));
+        let (a0, r0) = (self.counts.accepted(), self.counts.received());
         let mut resumed = None;
         eventually(Duration::from_secs(15), what, || {
-            let a = self.accepted();
+            let a = self.counts.accepted();
             if a > a0 && resumed.is_none() {
                 resumed = Some(start.elapsed());
             }
-            a >= a0 + more && self.received.load(Ordering::Relaxed) >= r0 + more
+            a >= a0 + more && self.counts.received() >= r0 + more
         })
         .await;
         resumed.unwrap_or_default()
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::Relaxed)
     }
 
     /// Stop both, check that neither link failed and nothing accepted was
     /// lost.
     async fn finish(self, label: &str) {
         self.stop.store(true, Ordering::Relaxed);
-        let (accepted, released) =
-            within(Duration::from_secs(30), "publisher ends", self.publisher)
-                .await
-                .unwrap()
-                .expect("the publisher's link is never detached");
+        let accepted = within(Duration::from_secs(30), "publisher ends", self.publisher)
+            .await
+            .unwrap()
+            .expect("the publisher's link is never detached");
+        let released = self.counts.released();
         let received = within(Duration::from_secs(60), "consumer ends", self.consumer)
             .await
             .unwrap()

@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,7 +93,7 @@ async fn leaders_of_thirty_queues_spread_over_three_nodes() {
 /// A publisher and a consumer on `clients` for `queue`.
 struct Load {
     stop: Arc<AtomicBool>,
-    accepted: Arc<AtomicUsize>,
+    counts: Arc<Counts>,
     publisher: tokio::task::JoinHandle<Result<Vec<String>, String>>,
     consumer: tokio::task::JoinHandle<Result<Vec<String>, String>>,
 }
@@ -101,12 +101,12 @@ struct Load {
 impl Load {
     async fn start(addr: SocketAddr, queue: &'static str) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let publisher = tokio::spawn(keep_publishing(addr, queue, stop.clone(), accepted.clone()));
-        let consumer = tokio::spawn(keep_consuming(addr, queue, stop.clone()));
+        let counts = Arc::new(Counts::default());
+        let publisher = tokio::spawn(keep_publishing(addr, queue, stop.clone(), counts.clone()));
+        let consumer = tokio::spawn(keep_consuming(addr, queue, stop.clone(), counts.clone()));
         let load = Load {
             stop,
-            accepted,
+            counts,
             publisher,
             consumer,
         };
@@ -115,21 +115,21 @@ impl Load {
     }
 
     fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::Relaxed)
+        self.counts.accepted()
     }
 
     /// Watch the accepted count until `n` more are accepted: the longest
     /// time without a new accept (what the publisher saw as the pause).
     fn longest_gap(&self, n: usize) -> tokio::task::JoinHandle<Duration> {
-        let accepted = self.accepted.clone();
+        let counts = self.counts.clone();
         tokio::spawn(async move {
-            let want = accepted.load(Ordering::Relaxed) + n;
-            let mut last = (accepted.load(Ordering::Relaxed), Instant::now());
+            let want = counts.accepted() + n;
+            let mut last = (counts.accepted(), Instant::now());
             let mut longest = Duration::ZERO;
             let deadline = Instant::now() + Duration::from_secs(30);
             while last.0 < want && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                let now = accepted.load(Ordering::Relaxed);
+                let now = counts.accepted();
                 if now > last.0 {
                     longest = longest.max(last.1.elapsed());
                     last = (now, Instant::now());

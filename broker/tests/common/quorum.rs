@@ -110,14 +110,37 @@ pub fn texts(range: std::ops::Range<usize>) -> Vec<String> {
     range.map(|i| format!("m-{i}")).collect()
 }
 
+/// Live counts of a steady publisher and consumer, for waiting on
+/// progress while they run.
+#[derive(Default)]
+pub struct Counts {
+    pub accepted: AtomicUsize,
+    pub released: AtomicUsize,
+    pub received: AtomicUsize,
+}
+
+impl Counts {
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
+    pub fn released(&self) -> usize {
+        self.released.load(Ordering::Relaxed)
+    }
+
+    pub fn received(&self) -> usize {
+        self.received.load(Ordering::Relaxed)
+    }
+}
+
 /// Publish unique texts to `/quorum/<queue>` on one link until `stop`;
-/// `released` ones are sent again. The accepted texts, or why the link
-/// ended.
+/// `released` ones are counted and sent again. The accepted texts, or why
+/// the link ended.
 pub async fn keep_publishing(
     addr: std::net::SocketAddr,
     queue: &'static str,
     stop: Arc<AtomicBool>,
-    n_accepted: Arc<AtomicUsize>,
+    counts: Arc<Counts>,
 ) -> Result<Vec<String>, String> {
     let mut connection = open_at(addr, "steady-pub").await;
     let mut session = begin_session(&mut connection).await;
@@ -131,15 +154,18 @@ pub async fn keep_publishing(
     let mut next = 0usize;
     while !stop.load(Ordering::Relaxed) {
         let text = format!("m-{next}");
-        match tokio::time::timeout(Duration::from_secs(15), sender.send(text.clone())).await {
+        match tokio::time::timeout(Duration::from_secs(20), sender.send(text.clone())).await {
             Ok(Ok(Outcome::Accepted(_))) => {
                 accepted.push(text);
-                n_accepted.fetch_add(1, Ordering::Relaxed);
+                counts.accepted.fetch_add(1, Ordering::Relaxed);
                 next += 1;
             }
-            Ok(Ok(_)) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Ok(Ok(_)) => {
+                counts.released.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             Ok(Err(e)) => return Err(format!("publisher link failed: {e:?}")),
-            Err(_) => return Err("a publish got no outcome within 15 s".into()),
+            Err(_) => return Err("a publish got no outcome within 20 s".into()),
         }
     }
     let _ = sender.close().await;
@@ -148,11 +174,12 @@ pub async fn keep_publishing(
 }
 
 /// Consume from `/quorum/<queue>` on one link, accepting, until `stop`
-/// and a quiet 2 s.
+/// and a quiet 3 s.
 pub async fn keep_consuming(
     addr: std::net::SocketAddr,
     queue: &'static str,
     stop: Arc<AtomicBool>,
+    counts: Arc<Counts>,
 ) -> Result<Vec<String>, String> {
     let mut connection = open_at(addr, "steady-sub").await;
     let mut session = begin_session(&mut connection).await;
@@ -164,9 +191,10 @@ pub async fn keep_consuming(
     .map_err(|e| format!("{e:?}"))?;
     let mut received = Vec::new();
     loop {
-        match tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await {
+        match tokio::time::timeout(Duration::from_secs(3), receiver.recv::<String>()).await {
             Ok(Ok(delivery)) => {
                 received.push(delivery.body().clone());
+                counts.received.fetch_add(1, Ordering::Relaxed);
                 if let Err(e) = receiver.accept(&delivery).await {
                     return Err(format!("accept failed: {e:?}"));
                 }
