@@ -4,9 +4,9 @@
 //! stdout as one JSON object; the human summary goes to stderr.
 
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::Result;
+use anyhow::{anyhow, bail, Result};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -34,6 +34,69 @@ pub fn client_stack_of(client: &str) -> String {
 pub fn histogram() -> Histogram<u64> {
     // The bounds are constants that hdrhistogram accepts.
     Histogram::new_with_bounds(1, 600_000_000_000, 3).expect("valid histogram bounds")
+}
+
+/// The samples of a closed-loop run, one message in flight: publish to
+/// delivery for each round and, with confirms, publish to `accepted`.
+/// Warm-up rounds are checked but not recorded.
+pub struct ClosedLoop {
+    warmup: u64,
+    confirm: bool,
+    delivered: Histogram<u64>,
+    accepted: Histogram<u64>,
+}
+
+impl ClosedLoop {
+    pub fn new(warmup: u64, confirm: bool) -> ClosedLoop {
+        ClosedLoop {
+            warmup,
+            confirm,
+            delivered: histogram(),
+            accepted: histogram(),
+        }
+    }
+
+    /// Round `seq`, published at `start`, settled by the broker at
+    /// `sent_at` (right after the publish when not confirming), delivered
+    /// (as message `delivered_seq`) at `at`. Another message than `seq`
+    /// fails the run: the broker duplicated or reordered.
+    pub fn record(
+        &mut self,
+        seq: u64,
+        delivered_seq: u64,
+        start: Instant,
+        sent_at: Instant,
+        at: Instant,
+    ) -> Result<()> {
+        if delivered_seq != seq {
+            bail!(
+                "closed loop: expected message #{seq}, the broker delivered #{delivered_seq} (duplicate or reordered delivery)"
+            );
+        }
+        if seq < self.warmup {
+            return Ok(());
+        }
+        let nanos = at.duration_since(start).as_nanos() as u64;
+        self.delivered
+            .record(nanos.max(1))
+            .map_err(|e| anyhow!("record a latency sample: {e}"))?;
+        if self.confirm {
+            let nanos = sent_at.duration_since(start).as_nanos() as u64;
+            self.accepted
+                .record(nanos.max(1))
+                .map_err(|e| anyhow!("record a confirm sample: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Publish-to-delivery percentiles, and publish-to-accepted ones with
+    /// confirms.
+    pub fn percentiles(&self) -> (Percentiles, Option<Percentiles>) {
+        (
+            Percentiles::of(&self.delivered),
+            self.confirm.then(|| Percentiles::of(&self.accepted)),
+        )
+    }
 }
 
 /// Percentiles of a latency histogram, in microseconds.

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use ramqp_bench_compare::amqp::{self, within};
 use ramqp_bench_compare::payload::{self, SeqSet, Stamp};
-use ramqp_bench_compare::report::{self, Percentiles};
+use ramqp_bench_compare::report;
 use ramqp_bench_compare::target::Target;
 
 use super::{print_blast, print_loop, trial_json, Args, Blast, Checks};
@@ -119,9 +119,7 @@ pub(crate) async fn run_trial(args: &Args, target: &Target, trial: u32) -> Resul
     let mut checks = Checks::default();
 
     // Closed loop, one in flight.
-    let mut histogram = report::histogram();
-    // With --confirm: publish -> `accepted`, on its own.
-    let mut confirm_histogram = report::histogram();
+    let mut samples = report::ClosedLoop::new(args.warmup, args.confirm);
     let rounds = args.warmup + args.lat_n;
     for seq in 0..rounds {
         let message = body(seq);
@@ -132,28 +130,10 @@ pub(crate) async fn run_trial(args: &Args, target: &Target, trial: u32) -> Resul
             format!("closed loop: waiting for message #{seq}")
         })
         .await?;
-        if stamp.seq != seq {
-            bail!(
-                "closed loop: expected message #{seq}, the broker delivered #{} (duplicate or reordered delivery)",
-                stamp.seq
-            );
-        }
         accept(&receiver, &delivery, timeout).await?;
-        if seq >= args.warmup {
-            let nanos = at.duration_since(start).as_nanos() as u64;
-            histogram
-                .record(nanos.max(1))
-                .map_err(|e| anyhow!("record a latency sample: {e}"))?;
-            if args.confirm {
-                let nanos = sent_at.duration_since(start).as_nanos() as u64;
-                confirm_histogram
-                    .record(nanos.max(1))
-                    .map_err(|e| anyhow!("record a confirm sample: {e}"))?;
-            }
-        }
+        samples.record(seq, stamp.seq, start, sent_at, at)?;
     }
-    let latency = Percentiles::of(&histogram);
-    let confirm = args.confirm.then(|| Percentiles::of(&confirm_histogram));
+    let (latency, confirm) = samples.percentiles();
     print_loop(args, trial, &latency, confirm.as_ref());
 
     // Blast: publish all with no consumer credit, then drain.
