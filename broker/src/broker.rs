@@ -306,8 +306,12 @@ impl Broker {
         }
         // Still reachable while handing leadership away: the stopping
         // leader's vote lets the new leader win at once instead of after
-        // the third node's lease.
-        self.quorum.shutdown().await;
+        // the third node's lease. The queues' groups and the metadata
+        // group hand off at the same time.
+        tokio::join!(
+            self.quorum.shutdown(),
+            self.metadata.hand_off_before_stopping()
+        );
         self.transport.unregister(self.node_id);
         self.metadata.shutdown().await;
         if let Some(fabric) = &self.fabric {

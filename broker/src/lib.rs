@@ -15,6 +15,7 @@ mod broker;
 mod cluster;
 mod engine;
 mod forward;
+mod leadership;
 
 pub use broker::{Broker, BrokerError};
 pub use cluster::Cluster;

@@ -387,6 +387,47 @@ async fn leader_loss_then_no_quorum() {
     h.shutdown().await;
 }
 
+/// A graceful stop hands the metadata leadership to a caught-up voter:
+/// while the old leader is still running (and would otherwise keep
+/// leading), the other two agree on a new leader among themselves, and
+/// requests through the stopping node are forwarded there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_leader_hands_the_metadata_group_off() {
+    let mut h = Harness::start(3, 3).await;
+    let old = h.leader().await;
+    declare(h.meta(old), "before").await;
+    within(
+        SLOW,
+        "metadata hand-off",
+        h.meta(old).hand_off_before_stopping(),
+    )
+    .await;
+    let others: Vec<NodeId> = h.running.keys().copied().filter(|id| *id != old).collect();
+    let mut leader = None;
+    eventually(
+        Duration::from_secs(2),
+        "the others follow a new leader",
+        || {
+            let seen: BTreeSet<Option<NodeId>> =
+                others.iter().map(|id| h.meta(*id).leader()).collect();
+            leader = match seen.iter().copied().collect::<Vec<_>>()[..] {
+                [Some(l)] if l != old => Some(l),
+                _ => None,
+            };
+            leader.is_some()
+        },
+    )
+    .await;
+    let new = leader.unwrap();
+    // The stopping node executes nothing itself but still forwards.
+    declare(h.meta(old), "through-the-stopping-node").await;
+    h.stop(old).await;
+    declare(h.meta(new), "after").await;
+    assert_eq!(h.leader().await, new, "no further election");
+    h.converged(new).await;
+    h.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_without_quorum_times_out_then_recovers() {
     let mut h = Harness::start(3, 3).await;

@@ -61,6 +61,7 @@
 //! [`Metadata::move_leader`]`(queue, node)` makes another replica the
 //! preferred leader; the quorum-queue side transfers leadership to match.
 
+mod handoff;
 mod rpc;
 mod service;
 mod state;

@@ -101,7 +101,7 @@ impl Metadata {
                         continue;
                     }
                 }
-                MetaReply::NotLeader(_) => {}
+                MetaReply::NotLeader(_) | MetaReply::Elected(_) => {}
                 MetaReply::Retry(reason) => {
                     tracing::debug!(node_id = self.node_id, target, %reason, "{what}: retrying");
                 }
@@ -113,7 +113,7 @@ impl Metadata {
         }
     }
 
-    async fn forward(&self, target: NodeId, request: &MetaRequest) -> MetaReply {
+    pub(super) async fn forward(&self, target: NodeId, request: &MetaRequest) -> MetaReply {
         let payload = match postcard::to_allocvec(request) {
             Ok(payload) => payload,
             Err(e) => return MetaReply::Refused(format!("cannot encode request: {e}")),
@@ -132,7 +132,12 @@ impl Metadata {
     }
 
     /// Execute `request` on this node's Raft, which must lead the group.
-    async fn execute(&self, request: MetaRequest) -> MetaReply {
+    /// A stopping node executes nothing: the request goes elsewhere while
+    /// it hands its leadership away.
+    pub(super) async fn execute(&self, request: MetaRequest) -> MetaReply {
+        if self.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            return MetaReply::Retry(format!("node {} is stopping", self.node_id));
+        }
         let result = match request {
             MetaRequest::Write(command) => self.raft.client_write(command).await,
             MetaRequest::AddLearner { id, info } => {
@@ -149,6 +154,9 @@ impl Metadata {
                 self.raft
                     .change_membership(ChangeMembers::RemoveVoters(BTreeSet::from([id])), false)
                     .await
+            }
+            MetaRequest::Campaign { .. } => {
+                return MetaReply::Refused("a campaign is not executed by the leader".into())
             }
         };
         reply_of(result)
@@ -193,6 +201,9 @@ impl Metadata {
             ),
             RpcKind::MetaPropose => {
                 let request: MetaRequest = postcard::from_bytes(payload).map_err(decode)?;
+                if let MetaRequest::Campaign { from } = request {
+                    return encode(&self.campaign_for(from).await).map_err(remote);
+                }
                 // Bounded here too: over a real network the requester
                 // giving up does not cancel this side.
                 let limit = match request {

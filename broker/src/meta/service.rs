@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,6 +100,8 @@ pub struct Metadata {
     shared: Arc<Shared>,
     pub(super) transport: Arc<dyn NodeTransport>,
     pub(super) options: MetaOptions,
+    /// Set by a graceful stop: execute no more requests (`handoff.rs`).
+    pub(super) stopping: AtomicBool,
 }
 
 impl Metadata {
@@ -161,6 +164,7 @@ impl Metadata {
             shared,
             transport,
             options,
+            stopping: AtomicBool::new(false),
         }))
     }
 

@@ -52,6 +52,12 @@ pub(crate) enum MetaRequest {
         /// The node.
         id: NodeId,
     },
+    /// Sent by a stopping leader to the voter it hands the leadership to:
+    /// campaign (see `meta/handoff.rs`). Never routed to the leader.
+    Campaign {
+        /// The stopping leader.
+        from: NodeId,
+    },
 }
 
 /// The leader's answer to a [`MetaRequest`].
@@ -71,4 +77,6 @@ pub(crate) enum MetaReply {
     Retry(String),
     /// Refused for good (e.g. a membership that would be empty).
     Refused(String),
+    /// The answer to [`MetaRequest::Campaign`]: who leads now.
+    Elected(NodeId),
 }

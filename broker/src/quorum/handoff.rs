@@ -37,13 +37,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::{RaftMetrics, ServerState};
+use openraft::ServerState;
 use tokio::time::Instant;
 
 use super::node::{QuorumError, QuorumNode};
 use super::placement::leads;
 use super::queue::QuorumQueue;
 use super::types::NodeId;
+use crate::leadership::{campaign, held_at, leads_now, wait_caught_up, Metrics};
 use crate::queue::{Queue, QueueAddress};
 
 /// How long the leader waits for the target to match its log.
@@ -205,19 +206,8 @@ impl QuorumNode {
         let mut metrics = queue.metrics();
         // The last proposals submitted before the hold may still be queued
         // for openraft's core: see `held_at`.
-        let held_at = held_at(queue, &mut metrics).await?;
-        let target = tokio::time::timeout(CATCH_UP, async {
-            loop {
-                if let Some(target) = caught_up(&metrics.borrow_and_update(), held_at, to, voters) {
-                    return Ok(target);
-                }
-                if metrics.changed().await.is_err() {
-                    return Err("the group stopped".to_string());
-                }
-            }
-        })
-        .await
-        .map_err(|_| format!("no follower matched the log within {CATCH_UP:?}"))??;
+        let held_at = held_at(&queue.raft, &mut metrics).await?;
+        let target = wait_caught_up(&mut metrics, held_at, to, voters, CATCH_UP).await?;
         let limit = self.campaign_limit();
         // A leader refuses any vote while its own vote is younger than a
         // lease (and does not refresh it while it leads): right after an
@@ -250,7 +240,7 @@ impl QuorumNode {
         address: &str,
         stopping: bool,
         limit: Duration,
-        metrics: &mut tokio::sync::watch::Receiver<RaftMetrics<NodeId, openraft::BasicNode>>,
+        metrics: &mut tokio::sync::watch::Receiver<Metrics>,
     ) -> Result<(NodeId, Option<NodeId>), String> {
         let me = self.node_id;
         // A task of its own: on an in-process transport the target's
@@ -322,53 +312,30 @@ impl QuorumNode {
     /// On the target: campaign for `name`'s leadership, which `from` hands
     /// off, until this node leads or another new leader is known; bounded.
     pub(crate) async fn campaign(&self, name: &str, from: NodeId) -> Result<NodeId, QuorumError> {
-        let me = self.node_id;
         let address = QueueAddress::parse(&format!("/quorum/{name}"))
             .map_err(|e| QuorumError::NoSuchQueue(format!("{name}: {e}")))?;
         let queue = self
             .get(&address)
             .ok_or_else(|| QuorumError::NoSuchQueue(address.to_string()))?;
-        let mut metrics = queue.metrics();
-        let start_term = metrics.borrow().current_term;
-        let deadline = Instant::now() + self.campaign_limit();
-        // Long enough for a vote round trip, short enough to retry soon
-        // after the other voters' lease ran out.
-        let retry = Duration::from_millis((self.raft_config.election_timeout_min / 2).max(50));
-        loop {
-            let (state, leader, term) = {
-                let m = metrics.borrow_and_update();
-                (m.state, m.current_leader, m.current_term)
-            };
-            if state == ServerState::Leader && leader == Some(me) {
-                return Ok(me);
-            }
-            if let Some(other) = leader.filter(|l| *l != me && *l != from && term > start_term) {
-                return Ok(other);
-            }
-            if Instant::now() >= deadline {
-                return Err(QuorumError::HandOff {
-                    queue: address.to_string(),
-                    reason: format!("node {me} was not elected (leader {leader:?})"),
-                });
-            }
-            if state != ServerState::Leader {
-                queue
-                    .raft
-                    .trigger()
-                    .elect()
-                    .await
-                    .map_err(|e| QuorumError::Raft(e.to_string()))?;
-            }
-            let until = (Instant::now() + retry).min(deadline);
-            while let Ok(changed) = tokio::time::timeout_at(until, metrics.changed()).await {
-                if changed.is_err() {
-                    return Err(QuorumError::Raft("the group stopped".into()));
-                }
-                if leads_now(&metrics.borrow_and_update(), me) {
-                    return Ok(me);
-                }
-            }
-        }
+        campaign(
+            &queue.raft,
+            self.node_id,
+            from,
+            self.campaign_limit(),
+            self.campaign_retry(),
+        )
+        .await
+        .map_err(|reason| QuorumError::HandOff {
+            queue: address.to_string(),
+            reason,
+        })
+    }
+
+    /// How often a target repeats its campaign: long enough for a vote
+    /// round trip, short enough to retry soon after the other voters'
+    /// lease ran out.
+    pub(crate) fn campaign_retry(&self) -> Duration {
+        Duration::from_millis((self.raft_config.election_timeout_min / 2).max(50))
     }
 
     /// Stop every group (the node is shutting down, e.g. on SIGTERM):
@@ -399,63 +366,5 @@ impl QuorumNode {
                 tracing::warn!(queue = %queue.address(), %error, "raft shutdown");
             }
         }
-    }
-}
-
-/// The last log index once the proposals submitted before the hold are
-/// in the log. openraft's core takes requests in order and appends an
-/// entry before it takes the next request, so once a request sent after
-/// them is answered the entries are in; and every metrics report made
-/// after that answer shows them. A second request makes the core report
-/// soon (it reports at the top of each loop) rather than at its next tick.
-async fn held_at(
-    queue: &QuorumQueue,
-    metrics: &mut tokio::sync::watch::Receiver<RaftMetrics<NodeId, openraft::BasicNode>>,
-) -> Result<Option<u64>, String> {
-    let stopped = |e: openraft::error::Fatal<NodeId>| format!("the group stopped: {e}");
-    queue.raft.with_raft_state(|_| ()).await.map_err(stopped)?;
-    metrics.borrow_and_update();
-    queue.raft.with_raft_state(|_| ()).await.map_err(stopped)?;
-    metrics
-        .changed()
-        .await
-        .map_err(|_| "the group stopped".to_string())?;
-    let last = metrics.borrow_and_update().last_log_index;
-    Ok(last)
-}
-
-/// Whether the metrics say `me` leads.
-fn leads_now(m: &RaftMetrics<NodeId, openraft::BasicNode>, me: NodeId) -> bool {
-    m.state == ServerState::Leader && m.current_leader == Some(me)
-}
-
-/// The voter to hand off to once it has matched the leader's whole log
-/// (at least up to `held_at`, where the log stopped growing, and the
-/// leader applied it, so nothing is in flight): `to` itself, or any
-/// caught-up voter.
-fn caught_up(
-    m: &RaftMetrics<NodeId, openraft::BasicNode>,
-    held_at: Option<u64>,
-    to: Option<NodeId>,
-    voters: &[NodeId],
-) -> Option<NodeId> {
-    let last = m.last_log_index?;
-    if Some(last) < held_at {
-        return None;
-    }
-    if m.last_applied.map(|l| l.index) != Some(last) {
-        return None;
-    }
-    let replication = m.replication.as_ref()?;
-    let matched = |id: &NodeId| {
-        replication
-            .get(id)
-            .and_then(|l| l.as_ref())
-            .map(|l| l.index)
-            == Some(last)
-    };
-    match to {
-        Some(to) => matched(&to).then_some(to),
-        None => voters.iter().copied().find(matched),
     }
 }
