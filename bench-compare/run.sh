@@ -12,7 +12,8 @@
 #
 # Results: docs/benchmarks/results/<UTC date-time>/ (or --out DIR):
 # machine.json, <leg>-<scenario>-<client>.json and
-# rig-<leg>-<queue>-<client>.json (+ .err), summary.md (+ SVG charts when
+# rig-<leg>-<queue>-<client>.json and rate-<leg>-<queue>-<client>.json (the
+# rig's open loop at 1,000 msg/s) (+ .err), summary.md (+ SVG charts when
 # built with the `charts` feature), permsg.json with --permsg.
 set -euo pipefail
 
@@ -84,11 +85,13 @@ if [ "$QUICK" = 1 ]; then
     TRIALS=${TRIALS:-1}
     SIZE_FLAGS=(--n 2000 --lat-n 500 --warmup 200)
     RIG_FLAGS=(--sizes 256 --warmup 1 --duration 3)
+    RATE_FLAGS=(--sizes 256 --warmup 1 --duration 3)
     RUN_TIMEOUT=120
 else
     TRIALS=${TRIALS:-3}
     SIZE_FLAGS=()
     RIG_FLAGS=(--sizes 64,256,1k,8k --warmup 2 --duration 10)
+    RATE_FLAGS=(--sizes 256 --warmup 2 --duration 10)
     RUN_TIMEOUT=1800
 fi
 IFS=, read -r -a RIG_CLIENT_LIST <<<"$RIG_CLIENTS"
@@ -170,6 +173,7 @@ record_machine() {
         printf '  "trials": %s,\n' "$TRIALS"
         printf '  "size_flags": %s,\n' "$(json_str "${SIZE_FLAGS[*]:-defaults}")"
         printf '  "rig_flags": %s,\n' "$(json_str "${RIG_FLAGS[*]}")"
+        printf '  "rate_flags": %s,\n' "$(json_str "--rate 1000 ${RATE_FLAGS[*]}")"
         printf '  "rig_clients": %s\n' "$(json_str "$RIG_CLIENTS")"
         printf '}\n'
     } >"$OUT/machine.json"
@@ -205,6 +209,15 @@ rig_one() {
         "${RIG_FLAGS[@]}" "$@"
 }
 
+# rate_one LEG QUEUE CLIENT ARGS...: the rig's open loop at 1,000 msg/s
+# (latency from the intended send time) -> rate-LEG-QUEUE-CLIENT.json/.err
+rate_one() {
+    local leg=$1 queue=$2 client=$3
+    shift 3
+    run_bin "rate-$leg-$queue-$client" rig --client "$client" --trials "$TRIALS" \
+        --rate 1000 "${RATE_FLAGS[@]}" "$@"
+}
+
 scenario_flags() {
     # scenario_flags SCENARIO CLASSIC_ADDR QUORUM_ADDR -> flags on stdout
     case "$1" in
@@ -228,6 +241,8 @@ leg_inproc() {
     for c in "${RIG_CLIENT_LIST[@]}"; do
         rig_one inproc transient "$c" --address /queues/rig
         rig_one inproc quorum "$c" --address /quorum/rig
+        rate_one inproc transient "$c" --address /queues/rate
+        rate_one inproc quorum "$c" --address /quorum/rate
     done
 }
 
@@ -269,6 +284,11 @@ leg_brokerd() {
             if ! brokerd_start "rig-$q-$c"; then FAILED+=("rig-brokerd-$q-$c"); continue; fi
             rig_one brokerd "$q" "$c" --url "amqp://$BROKERD_ADDR" --pid "$BROKERD_PID" \
                 --address "$([ "$q" = quorum ] && echo /quorum/rig || echo /queues/rig)"
+            brokerd_stop
+            # A fresh process again: its RSS is the open loop's own.
+            if ! brokerd_start "rate-$q-$c"; then FAILED+=("rate-brokerd-$q-$c"); continue; fi
+            rate_one brokerd "$q" "$c" --url "amqp://$BROKERD_ADDR" --pid "$BROKERD_PID" \
+                --address "$([ "$q" = quorum ] && echo /quorum/rate || echo /queues/rate)"
             brokerd_stop
         done
     done
@@ -353,6 +373,10 @@ leg_rabbitmq() {
         rig_one rabbitmq transient "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
             --pid "$RMQ_PID" --address /amq/queue/lat
         rig_one rabbitmq quorum "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
+            --pid "$RMQ_PID" --address /amq/queue/qlat
+        rate_one rabbitmq transient "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
+            --pid "$RMQ_PID" --address /amq/queue/lat
+        rate_one rabbitmq quorum "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
             --pid "$RMQ_PID" --address /amq/queue/qlat
     done
     rmq_stop

@@ -1,8 +1,9 @@
-//! The throughput section of the summary: every `rig-<leg>-<queue>-<client>.json`
+//! The throughput sections of the summary: every `rig-<leg>-<queue>-<client>.json`
 //! that `run.sh` wrote (the `rig` bin's JSON, from either client stack), one
 //! row per (leg, client, body size): published and delivered rates (median,
 //! min-max over trials), latency p50 / p99 and peak RSS, with a growing
-//! queue called out.
+//! queue called out; and the same for `rate-...json`, the rig's open loop
+//! at a fixed rate, whose latency counts from the intended send time.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -12,14 +13,30 @@ use serde_json::Value;
 
 use super::{failed_run, fmt_spread, fmt_us, result_files, Spread, LEGS};
 
-/// Queue kinds in table order, with the heading shown.
-const QUEUES: [(&str, &str); 2] = [
-    ("transient", "Throughput (`rig`), transient / classic queue"),
-    ("quorum", "Throughput (`rig`), quorum queue"),
+/// (file prefix, queue kind, heading) in table order.
+const SECTIONS: [(&str, &str, &str); 4] = [
+    (
+        "rig",
+        "transient",
+        "Throughput (`rig`), transient / classic queue",
+    ),
+    ("rig", "quorum", "Throughput (`rig`), quorum queue"),
+    (
+        "rate",
+        "transient",
+        "Fixed rate (`rig --rate`, open loop), transient / classic queue",
+    ),
+    (
+        "rate",
+        "quorum",
+        "Fixed rate (`rig --rate`, open loop), quorum queue",
+    ),
 ];
 
 /// One rig result file.
 pub(crate) struct RigFile {
+    /// `rig` (as fast as the window allows) or `rate` (open loop).
+    kind: String,
     leg: String,
     queue: String,
     client: String,
@@ -32,7 +49,8 @@ pub(crate) fn load(dir: &Path) -> Result<(Vec<RigFile>, Vec<String>)> {
     let mut failed = Vec::new();
     for (path, parts, ext) in result_files(dir)? {
         let stem = parts.join("-");
-        let ["rig", leg, queue, client] = parts.iter().map(String::as_str).collect::<Vec<_>>()[..]
+        let [kind @ ("rig" | "rate"), leg, queue, client] =
+            parts.iter().map(String::as_str).collect::<Vec<_>>()[..]
         else {
             continue;
         };
@@ -42,6 +60,7 @@ pub(crate) fn load(dir: &Path) -> Result<(Vec<RigFile>, Vec<String>)> {
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok());
             match parsed {
                 Some(value) => files.push(RigFile {
+                    kind: kind.to_string(),
                     leg: leg.to_string(),
                     queue: queue.to_string(),
                     client: client.to_string(),
@@ -74,17 +93,26 @@ pub(crate) fn stacks(files: &[RigFile]) -> Vec<String> {
 
 /// The markdown tables, one per queue kind present.
 pub(crate) fn section(files: &[RigFile], out: &mut String) -> Result<()> {
-    for (queue, heading) in QUEUES {
-        let mine: Vec<&RigFile> = files.iter().filter(|f| f.queue == queue).collect();
+    for (kind, queue, heading) in SECTIONS {
+        let mine: Vec<&RigFile> = files
+            .iter()
+            .filter(|f| f.kind == kind && f.queue == queue)
+            .collect();
         let Some(first) = mine.first() else { continue };
         let v = &first.value;
         let num = |k: &str| v.get(k).map_or("n/a".to_string(), Value::to_string);
         writeln!(out, "## {heading}\n")?;
+        let pace = match v.get("rate_msg_s").and_then(Value::as_f64) {
+            Some(rate) => format!(
+                "open loop at {rate} msg/s; latency from the intended send time (a stall \
+                 counts in full)"
+            ),
+            None => "latency from the send time (closed loop: mostly time spent queued)".into(),
+        };
         writeln!(
             out,
             "{} publisher(s) x window {} ({}), {} consumer(s) x credit {}, {} trial(s); \
-             duration {} s after {} s warm-up; latency from the send time (closed loop: \
-             mostly time spent queued).\n",
+             duration {} s after {} s warm-up; {pace}.\n",
             num("publishers"),
             num("window"),
             v.get("publish").and_then(Value::as_str).unwrap_or("?"),
@@ -154,6 +182,7 @@ mod tests {
             }]
         });
         let files = vec![RigFile {
+            kind: "rig".into(),
             leg: "inproc".into(),
             queue: "transient".into(),
             client: "raw".into(),
@@ -167,5 +196,41 @@ mod tests {
             stacks(&files),
             vec!["ramqp-raw (broker::codec) 0.1.0 (tokio 1) -> ramqp-broker 0.1.0 (in-process)"]
         );
+    }
+
+    #[test]
+    fn fixed_rate_runs_get_their_own_open_loop_table() {
+        let spread = |m: f64| serde_json::json!({"median": m, "min": m, "max": m});
+        let value = serde_json::json!({
+            "client": "ramqp-raw", "target": {"kind": "url", "broker": null},
+            "publish": "confirm", "publishers": 1, "consumers": 1, "window": 1000,
+            "credit": 1000, "trials_n": 3, "duration_secs": 10.0, "warmup_secs": 2.0,
+            "rate_msg_s": 1000.0,
+            "summary": [{
+                "body_bytes": 256,
+                "publish_msg_s": spread(1000.0),
+                "deliver_msg_s": spread(1000.0),
+                "latency_us.p50": spread(950.0),
+                "latency_us.p99": spread(2100.0),
+                "rss_kib_peak": spread(4096.0),
+                "growing_queue_runs": 0
+            }]
+        });
+        let files = vec![RigFile {
+            kind: "rate".into(),
+            leg: "brokerd".into(),
+            queue: "quorum".into(),
+            client: "raw".into(),
+            value,
+        }];
+        let mut out = String::new();
+        section(&files, &mut out).expect("section");
+        assert!(
+            out.contains("## Fixed rate (`rig --rate`, open loop), quorum queue"),
+            "{out}"
+        );
+        assert!(out.contains("open loop at 1000 msg/s"), "{out}");
+        assert!(out.contains("| 256 | 1000 | 1000 | 950 | 2100 |"), "{out}");
+        assert!(!out.contains("## Throughput"), "{out}");
     }
 }
