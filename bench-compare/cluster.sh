@@ -12,9 +12,18 @@
 # read before and after every run: a higher term means the leader changed
 # under load, which the summary reports.
 #
+# Then the rig against the same queue kind through each path: throughput
+# (1 publisher x 1,000 confirmed in flight, 1 consumer x credit 1,000) and
+# the open loop at 1,000 msg/s, as `rig-clusterleader-quorum-raw.json`,
+# `rate-clusterfollower-quorum-raw.json` and so on, named the way
+# bench-compare/run.sh names its rig runs so `summarize` tables them.
+#
 # Writes docs/benchmarks/results/<UTC timestamp>-cluster/{leader,follower}-tN.json
-# and summary.md (or into --out DIR; bench-compare/run.sh's `cluster` leg).
-# LAT_LAT_N and LAT_N set the sample and blast sizes.
+# and summary.md (or into --out DIR; bench-compare/run.sh's `cluster` leg),
+# the rig files into --rig-out DIR (default: the same folder).
+# LAT_LAT_N and LAT_N set the sample and blast sizes; CLUSTER_RIG_FLAGS and
+# CLUSTER_RATE_FLAGS the rig's (defaults: the runner's full mode);
+# --no-rig skips the rig.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,12 +31,16 @@ cd "$repo_root"
 trials=3
 build=1
 out=""
+rig_out=""
+rig=1
 while (($#)); do
     case "$1" in
     --trials) trials="$2"; shift 2 ;;
     --no-build) build=0; shift ;;
     --out) out="$2"; shift 2 ;;
-    *) echo "usage: $0 [--trials N] [--no-build] [--out DIR]" >&2; exit 2 ;;
+    --rig-out) rig_out="$2"; shift 2 ;;
+    --no-rig) rig=0; shift ;;
+    *) echo "usage: $0 [--trials N] [--no-build] [--out DIR] [--rig-out DIR] [--no-rig]" >&2; exit 2 ;;
     esac
 done
 
@@ -44,6 +57,8 @@ if [[ -z "$out" ]]; then
     out="docs/benchmarks/results/$(date -u +%Y-%m-%dT%H%M%SZ)-cluster"
 fi
 mkdir -p "$out"
+rig_out="${rig_out:-$out}"
+mkdir -p "$rig_out"
 
 cleanup() {
     deploy/local-cluster.sh stop >/dev/null 2>&1 || true
@@ -90,12 +105,34 @@ for t in $(seq "$trials"); do
     run follower "$follower" "$t"
 done
 
+rig_run() { # kind(rig|rate) path node flags...
+    local kind=$1 path=$2 node=$3 before after name
+    shift 3
+    name="$kind-cluster$path-quorum-raw"
+    before="$(queue_field "$node" term)"
+    if ! "$RAMQP_BIN_DIR/rig" --client raw --url "$(amqp "$node")" --address "/quorum/$kind" \
+        --trials "$trials" "$@" >"$rig_out/$name.json" 2>"$rig_out/$name.err"; then
+        echo "$name FAILED (see $rig_out/$name.err)" >&2
+    fi
+    after="$(queue_field "$node" term)"
+    echo "$name: term $before -> $after"
+    echo "$kind-$path 1 $before $after" >>"$out/terms.txt"
+}
+if ((rig)); then
+    read -r -a rig_flags <<<"${CLUSTER_RIG_FLAGS:---sizes 64,256,1k,8k --warmup 2 --duration 10}"
+    read -r -a rate_flags <<<"${CLUSTER_RATE_FLAGS:---sizes 256 --warmup 2 --duration 10}"
+    rig_run rig leader "$leader" "${rig_flags[@]}"
+    rig_run rig follower "$follower" "${rig_flags[@]}"
+    rig_run rate leader "$leader" --rate 1000 "${rate_flags[@]}"
+    rig_run rate follower "$follower" --rate 1000 "${rate_flags[@]}"
+fi
+
 python3 - "$out" "$leader" "$follower" <<'EOF'
 import json, statistics, sys, pathlib
 out, leader, follower = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 rows = {}
 for path in ("leader", "follower"):
-    runs = [json.loads(p.read_text()) for p in sorted(out.glob(f"{path}-t*.json"))]
+    runs = [json.loads(p.read_text()) for p in sorted(out.glob(f"{path}-t[0-9]*.json"))]
     p50 = [r["percentiles_us"]["p50"]["median"] for r in runs]
     p99 = [r["percentiles_us"]["p99"]["median"] for r in runs]
     pub = [r["throughput_msg_s"]["publish"]["median"] for r in runs]

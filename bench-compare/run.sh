@@ -390,9 +390,12 @@ for leg in "${LEG_LIST[@]}"; do
     rabbitmq) leg_rabbitmq ;;
     cluster)
         log "cluster leg (bench-compare/cluster.sh)"
-        if [ "$QUICK" = 1 ]; then cluster_env=(LAT_LAT_N=1000 LAT_N=20000); else cluster_env=(); fi
+        cluster_env=(CLUSTER_RIG_FLAGS="${RIG_FLAGS[*]}" CLUSTER_RATE_FLAGS="${RATE_FLAGS[*]}")
+        if [ "$QUICK" = 1 ]; then cluster_env+=(LAT_LAT_N=1000 LAT_N=20000); fi
+        if [ -z "$RIG_CLIENTS" ]; then cluster_rig=(--no-rig); else cluster_rig=(); fi
         if ! env "${cluster_env[@]}" "$SCRIPT_DIR/cluster.sh" --no-build --trials "${TRIALS:-3}" \
-            --out "$OUT/cluster" >"$OUT/cluster.out" 2>"$OUT/cluster.err"; then
+            --out "$OUT/cluster" --rig-out "$OUT" "${cluster_rig[@]}" \
+            >"$OUT/cluster.out" 2>"$OUT/cluster.err"; then
             log "cluster leg FAILED (see $OUT/cluster.err)"
             FAILED+=(cluster)
         fi

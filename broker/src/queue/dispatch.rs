@@ -126,6 +126,25 @@ impl Dispatcher {
         self.dispatch();
     }
 
+    /// Make message `id`'s delivery-count at least `count`, wherever it is
+    /// (a replicated failed delivery the dispatcher did not count itself).
+    pub(crate) fn raise_delivery_count(&mut self, id: MessageId, count: u32) {
+        let entry = match self.returned.get_mut(&id) {
+            Some(entry) => Some(entry),
+            None => match self.out.get_mut(&id) {
+                Some((_, entry)) => Some(entry),
+                None => self
+                    .ready
+                    .binary_search_by_key(&id, |e| e.id)
+                    .ok()
+                    .and_then(|index| self.ready.get_mut(index)),
+            },
+        };
+        if let Some(entry) = entry {
+            entry.delivery_count = entry.delivery_count.max(count);
+        }
+    }
+
     /// Forget a message wherever it is (settled elsewhere).
     pub(crate) fn remove(&mut self, id: MessageId) {
         if self.out.remove(&id).is_some() || self.returned.remove(&id).is_some() {

@@ -73,18 +73,20 @@ impl MessageIndex {
         self.messages.contains_key(&id)
     }
 
-    pub(crate) fn settle(&mut self, id: u64, kind: SettleKind) {
+    /// Apply a replicated settlement; for a failed delivery, the message's
+    /// delivery-count after it (when the message is live).
+    pub(crate) fn settle(&mut self, id: u64, kind: SettleKind) -> Option<u32> {
         match kind {
             SettleKind::Remove => {
                 if let Some(stored) = self.messages.remove(&id) {
                     self.bytes -= stored.message.len() as u64;
                 }
+                None
             }
-            SettleKind::Failed => {
-                if let Some(stored) = self.messages.get_mut(&id) {
-                    stored.delivery_count = stored.delivery_count.saturating_add(1);
-                }
-            }
+            SettleKind::Failed => self.messages.get_mut(&id).map(|stored| {
+                stored.delivery_count = stored.delivery_count.saturating_add(1);
+                stored.delivery_count
+            }),
         }
     }
 

@@ -211,9 +211,21 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                 }
                 EntryPayload::Normal(Command::Settle { ids, kind }) => {
                     for id in ids {
-                        inner.index.settle(id, kind);
-                        if kind == SettleKind::Remove && inner.leading {
-                            inner.dispatcher.remove(id);
+                        let failed_count = inner.index.settle(id, kind);
+                        if !inner.leading {
+                            continue;
+                        }
+                        match (kind, failed_count) {
+                            (SettleKind::Remove, _) => inner.dispatcher.remove(id),
+                            // The dispatcher may have been rebuilt from the
+                            // index before this entry applied (a restarted
+                            // leader applies its log tail after it leads):
+                            // it must not hand the message out with a
+                            // delivery-count below the replicated one.
+                            (SettleKind::Failed, Some(count)) => {
+                                inner.dispatcher.raise_delivery_count(id, count)
+                            }
+                            (SettleKind::Failed, None) => {}
                         }
                     }
                 }

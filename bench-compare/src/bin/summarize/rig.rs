@@ -13,6 +13,12 @@ use serde_json::Value;
 
 use super::{failed_run, fmt_spread, fmt_us, result_files, Spread, LEGS};
 
+/// The cluster's paths (`bench-compare/cluster.sh`), after [`LEGS`].
+const CLUSTER_LEGS: [(&str, &str); 2] = [
+    ("clusterleader", "ramqp 3-node cluster, via the leader"),
+    ("clusterfollower", "ramqp 3-node cluster, via a follower"),
+];
+
 /// (file prefix, queue kind, heading) in table order.
 const SECTIONS: [(&str, &str, &str); 4] = [
     (
@@ -128,8 +134,8 @@ pub(crate) fn section(files: &[RigFile], out: &mut String) -> Result<()> {
              peak RSS MiB | |"
         )?;
         writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---|")?;
-        for (leg, label) in LEGS {
-            for f in mine.iter().filter(|f| f.leg == leg) {
+        for (leg, label) in LEGS.iter().chain(CLUSTER_LEGS.iter()) {
+            for f in mine.iter().filter(|f| f.leg == *leg) {
                 let Some(sizes) = f.value.get("summary").and_then(Value::as_array) else {
                     continue;
                 };
