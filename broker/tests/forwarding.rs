@@ -311,7 +311,16 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
     )
     .await;
     accepted.extend(after);
-    let received = consume(cluster.addr(leader).unwrap(), "split", 1000).await;
+    // The healed node may start an election (its term rose while it was
+    // cut off), so the consumer waits for the messages rather than for a
+    // quiet 2 s.
+    let received = consume_at_least(
+        cluster.addr(leader).unwrap(),
+        "split",
+        accepted.len(),
+        Duration::from_secs(30),
+    )
+    .await;
     let (lost, duplicates) = check_delivered(&accepted, &received);
     eprintln!(
         "partition: accepted {}, received {}, duplicates {duplicates}",

@@ -88,6 +88,46 @@ pub async fn consume(addr: std::net::SocketAddr, queue: &str, n: usize) -> Vec<S
     got
 }
 
+/// Consume from `/quorum/<queue>` through the node at `addr` until at
+/// least `want` messages arrived (waiting out an election: up to `limit`),
+/// then until a quiet second, so duplicates show too.
+pub async fn consume_at_least(
+    addr: std::net::SocketAddr,
+    queue: &str,
+    want: usize,
+    limit: Duration,
+) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut connection = open_at(addr, "consumer").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")),
+    )
+    .await
+    .expect("receiver attaches");
+    let mut got = Vec::new();
+    loop {
+        let quiet = if got.len() < want {
+            deadline.saturating_duration_since(tokio::time::Instant::now())
+        } else {
+            Duration::from_secs(1)
+        };
+        let Ok(delivery) = tokio::time::timeout(quiet, receiver.recv::<String>()).await else {
+            break;
+        };
+        let delivery = delivery.expect("receive");
+        got.push(delivery.body().clone());
+        step("accept", receiver.accept(&delivery))
+            .await
+            .expect("accept");
+    }
+    let _ = receiver.close().await;
+    let _ = session.end().await;
+    let _ = connection.close().await;
+    got
+}
+
 /// The checker: accepted texts never received (lost) and how many
 /// deliveries repeated an earlier one (duplicates).
 pub fn check_delivered<'a>(
