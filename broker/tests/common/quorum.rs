@@ -58,34 +58,10 @@ pub async fn publish(addr: std::net::SocketAddr, queue: &str, texts: &[String]) 
     accepted
 }
 
-/// Receive up to `n` messages from `/quorum/<queue>` through `addr`,
-/// accepting each; stops early after a quiet second.
+/// Consume up to `n` messages from `/quorum/<queue>` through the node at
+/// `addr`, accepting each, until a quiet 2 s.
 pub async fn consume(addr: std::net::SocketAddr, queue: &str, n: usize) -> Vec<String> {
-    let mut connection = open_at(addr, "consumer").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut receiver = step(
-        "receiver attach",
-        Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")),
-    )
-    .await
-    .expect("receiver attaches");
-    let mut got = Vec::new();
-    while got.len() < n {
-        let Ok(delivery) =
-            tokio::time::timeout(Duration::from_secs(2), receiver.recv::<String>()).await
-        else {
-            break;
-        };
-        let delivery = delivery.expect("receive");
-        got.push(delivery.body().clone());
-        step("accept", receiver.accept(&delivery))
-            .await
-            .expect("accept");
-    }
-    let _ = receiver.close().await;
-    let _ = session.end().await;
-    let _ = connection.close().await;
-    got
+    receive_accepting(addr, queue, n, 0, Duration::ZERO, Duration::from_secs(2)).await
 }
 
 /// Consume from `/quorum/<queue>` through the node at `addr` until at
@@ -97,6 +73,20 @@ pub async fn consume_at_least(
     want: usize,
     limit: Duration,
 ) -> Vec<String> {
+    receive_accepting(addr, queue, usize::MAX, want, limit, Duration::from_secs(1)).await
+}
+
+/// Receive and accept at most `max` messages: while fewer than `want`
+/// arrived, wait for the next until `limit` from now; after that, until
+/// a gap of `quiet`.
+async fn receive_accepting(
+    addr: std::net::SocketAddr,
+    queue: &str,
+    max: usize,
+    want: usize,
+    limit: Duration,
+    quiet: Duration,
+) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + limit;
     let mut connection = open_at(addr, "consumer").await;
     let mut session = begin_session(&mut connection).await;
@@ -107,13 +97,13 @@ pub async fn consume_at_least(
     .await
     .expect("receiver attaches");
     let mut got = Vec::new();
-    loop {
-        let quiet = if got.len() < want {
+    while got.len() < max {
+        let wait = if got.len() < want {
             deadline.saturating_duration_since(tokio::time::Instant::now())
         } else {
-            Duration::from_secs(1)
+            quiet
         };
-        let Ok(delivery) = tokio::time::timeout(quiet, receiver.recv::<String>()).await else {
+        let Ok(delivery) = tokio::time::timeout(wait, receiver.recv::<String>()).await else {
             break;
         };
         let delivery = delivery.expect("receive");
