@@ -107,7 +107,7 @@ pub(crate) async fn wait_caught_up(
 /// How long ago this node's vote last changed (for a leader: when it was
 /// elected; a leader does not refresh it). A leader refuses every vote
 /// request while this is below a lease.
-pub(crate) async fn vote_age<C>(raft: &Raft<C>) -> Result<Duration, String>
+async fn vote_age<C>(raft: &Raft<C>) -> Result<Duration, String>
 where
     C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode, AsyncRuntime = openraft::TokioRuntime>,
 {
@@ -116,6 +116,20 @@ where
         .await
         .map_err(|e| format!("the group stopped: {e}"))?;
     Ok(changed.map(|at| at.elapsed()).unwrap_or(Duration::MAX))
+}
+
+/// Wait until this leader's own vote is at least `lease` old: before that
+/// it refuses every vote request, so a target asked to campaign sooner
+/// would duel with it instead of being granted at once.
+pub(crate) async fn wait_out_own_lease<C>(raft: &Raft<C>, lease: Duration) -> Result<(), String>
+where
+    C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode, AsyncRuntime = openraft::TokioRuntime>,
+{
+    let age = vote_age(raft).await?;
+    if age < lease {
+        tokio::time::sleep(lease - age).await;
+    }
+    Ok(())
 }
 
 /// On the target of a hand-off from `from`: campaign until this node leads

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use super::service::Metadata;
 use super::types::{MetaReply, MetaRequest};
-use crate::leadership::{campaign, held_at, leads_now, vote_age, wait_caught_up};
+use crate::leadership::{campaign, held_at, leads_now, wait_caught_up, wait_out_own_lease};
 use crate::quorum::NodeId;
 
 /// How long the leader waits for a voter to match its log.
@@ -70,11 +70,11 @@ impl Metadata {
         let held_at = held_at(&self.raft, &mut metrics).await?;
         let target = wait_caught_up(&mut metrics, held_at, None, &voters, CATCH_UP).await?;
         let config = self.raft.config().clone();
-        let lease = Duration::from_millis(config.election_timeout_max);
-        let age = vote_age(&self.raft).await?;
-        if age < lease {
-            tokio::time::sleep(lease - age).await;
-        }
+        wait_out_own_lease(
+            &self.raft,
+            Duration::from_millis(config.election_timeout_max),
+        )
+        .await?;
         // Two candidates raising the term in turn can starve each other;
         // this node is stopping, so it simply stays out.
         self.raft.runtime_config().elect(false);

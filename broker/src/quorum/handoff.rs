@@ -44,7 +44,9 @@ use super::node::{QuorumError, QuorumNode};
 use super::placement::leads;
 use super::queue::QuorumQueue;
 use super::types::NodeId;
-use crate::leadership::{campaign, held_at, leads_now, wait_caught_up, Metrics};
+use crate::leadership::{
+    campaign, held_at, leads_now, wait_caught_up, wait_out_own_lease, Metrics,
+};
 use crate::queue::{Queue, QueueAddress};
 
 /// How long the leader waits for the target to match its log.
@@ -215,11 +217,7 @@ impl QuorumNode {
         // campaign is granted at once instead of duelling (bounded by
         // one lease; proposals stay held meanwhile).
         let lease = Duration::from_millis(self.raft_config.election_timeout_max);
-        if let Some(led) = queue.leading_for() {
-            if led < lease {
-                tokio::time::sleep(lease - led).await;
-            }
-        }
+        wait_out_own_lease(&queue.raft, lease).await?;
         // While the target campaigns, this node must not campaign itself
         // once it has stepped down: two candidates that keep raising the
         // term refresh their own votes in turn and can starve each other

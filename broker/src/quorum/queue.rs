@@ -169,7 +169,6 @@ fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
     let mut inner = shared.lock();
     if leading && !inner.leading {
         inner.leading = true;
-        inner.leading_since = Some(std::time::Instant::now());
         let entries: Vec<Entry> = inner
             .index
             .iter()
@@ -427,15 +426,6 @@ impl QuorumQueue {
     }
 
     /// Whether this node leads (as last synced).
-    /// How long this node has led the group (`None` when it does not).
-    pub(crate) fn leading_for(&self) -> Option<Duration> {
-        let inner = self.shared.lock();
-        inner
-            .leading
-            .then(|| inner.leading_since.map(|t| t.elapsed()))
-            .flatten()
-    }
-
     pub(crate) fn is_leading(&self) -> bool {
         self.shared.lock().leading
     }

@@ -30,9 +30,6 @@ pub(crate) struct Inner {
     pub(crate) membership: StoredMembership<NodeId, BasicNode>,
     /// Whether this node leads the group: only then is `dispatcher` used.
     pub(crate) leading: bool,
-    /// When this node last became leader (a hand-off waits until its own
-    /// vote is older than a lease: only then does it grant the target's).
-    pub(crate) leading_since: Option<std::time::Instant>,
     pub(crate) dispatcher: Dispatcher,
     /// Consumers of routed links (see `QuorumQueue::subscribe_routed`):
     /// when this node stops leading they are not closed but parked in
