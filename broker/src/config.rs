@@ -171,6 +171,15 @@ pub struct QuorumConfig {
     pub election_timeout_max_ms: u64,
     /// Log entries between snapshots (logs before a snapshot are purged).
     pub snapshot_every_entries: u64,
+    /// A snapshot is also taken once the log bytes applied since the last
+    /// one pass this or the queue's live bytes, whichever is larger, so a
+    /// busy queue's log (and the redb file) stays bounded by size; 0 turns
+    /// the size rule off.
+    pub snapshot_min_log_bytes: u64,
+    /// Entries kept before a snapshot's index when the log is purged, so a
+    /// follower a little behind catches up from the log instead of a
+    /// snapshot. One entry holds up to 4 MiB, so keep this small.
+    pub log_entries_kept_after_snapshot: u64,
     /// Publishes proposed and not yet committed, per queue, before the
     /// queue's publishers stop getting credit.
     pub max_inflight_publishes: usize,
@@ -191,6 +200,8 @@ impl Default for QuorumConfig {
             election_timeout_min_ms: 1500,
             election_timeout_max_ms: 3000,
             snapshot_every_entries: 100_000,
+            snapshot_min_log_bytes: 64 * 1024 * 1024,
+            log_entries_kept_after_snapshot: 10,
             max_inflight_publishes: 10_000,
             publish_timeout_ms: 10_000,
             leader_wait_ms: 15_000,

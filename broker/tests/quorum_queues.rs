@@ -351,3 +351,49 @@ async fn snapshots_restore_a_restarted_node_and_catch_up_a_lagging_follower() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_queue_snapshots_and_purges_its_log_by_size() {
+    let mut base = BrokerConfig::default();
+    fast_raft(&mut base);
+    // Never by entry count here: only the size rule can snapshot.
+    base.quorum.snapshot_every_entries = 1_000_000;
+    base.quorum.snapshot_min_log_bytes = 4 * 1024;
+    base.quorum.log_entries_kept_after_snapshot = 5;
+    let mut cluster = Cluster::start(3, base).await.unwrap();
+    let address = broker::queue::QueueAddress::parse("/quorum/sized").unwrap();
+
+    // Closed-loop publishes (one entry each, tens of bytes), all consumed:
+    // the log grows while the queue stays shallow.
+    let accepted = publish(cluster.addr(1).unwrap(), "sized", &texts(0..300)).await;
+    assert_eq!(accepted.len(), 300);
+    let leader = cluster.leader_of("sized").unwrap();
+    let received = consume(cluster.addr(leader).unwrap(), "sized", 1000).await;
+    assert_eq!(received, texts(0..300));
+
+    // Every replica snapshotted and dropped most of its log.
+    for node in cluster.running() {
+        let queue = cluster.node(node).unwrap().quorum().get(&address).unwrap();
+        let mut compaction = (None, None);
+        eventually(Duration::from_secs(10), "a snapshot and a purge", || {
+            compaction = queue.compaction();
+            matches!(compaction, (Some(_), Some(purged)) if purged > 200)
+        })
+        .await;
+    }
+
+    // After a restart from the snapshot and the short log: nothing settled
+    // comes back, and the queue still serves.
+    cluster.restart(leader).await.unwrap();
+    let mut new_leader = None;
+    eventually(Duration::from_secs(20), "a leader", || {
+        new_leader = cluster.leader_of("sized");
+        new_leader.is_some()
+    })
+    .await;
+    let addr = cluster.addr(new_leader.unwrap()).unwrap();
+    let accepted = publish(addr, "sized", &texts(300..301)).await;
+    assert_eq!(accepted.len(), 1);
+    assert_eq!(consume(addr, "sized", 1000).await, texts(300..301));
+    cluster.shutdown().await;
+}

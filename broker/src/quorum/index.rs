@@ -46,7 +46,7 @@ impl MessageIndex {
         self.messages.len()
     }
 
-    #[cfg(test)]
+    /// Bytes of every live message.
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }

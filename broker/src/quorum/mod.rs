@@ -8,6 +8,7 @@
 //! through a [`crate::net::NodeTransport`]; it knows nothing of gRPC or
 //! redb tables.
 
+mod compaction;
 mod handoff;
 mod hold;
 mod index;

@@ -112,7 +112,7 @@ impl QuorumNode {
             election_timeout_min: config.election_timeout_min_ms,
             election_timeout_max: config.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every_entries),
-            max_in_snapshot_log_to_keep: config.snapshot_every_entries / 10,
+            max_in_snapshot_log_to_keep: config.log_entries_kept_after_snapshot,
             ..openraft::Config::default()
         }
         .validate()
@@ -274,7 +274,7 @@ impl QuorumNode {
                     .map_err(io)?;
             }
         }
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::new(self.config.snapshot_min_log_bytes));
         let state_machine = QueueStateMachine::open(&dir, shared.clone())
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
         let log_store = self.store.group::<QueueRaft>(group)?;

@@ -69,8 +69,8 @@ impl Drop for QuorumQueue {
 }
 
 impl QuorumQueue {
-    /// Serve the group behind `raft`; spawns the leadership watcher and the
-    /// settlement batcher (both end when the Raft group shuts down or the
+    /// Serve the group behind `raft`; spawns the leadership (and snapshot
+    /// request) watcher and the settlement batcher (both end when the Raft group shuts down or the
     /// queue is dropped).
     pub(crate) fn start(
         address: QueueAddress,
@@ -137,6 +137,14 @@ impl QuorumQueue {
     /// The node that leads the group, if known.
     pub fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader
+    }
+
+    /// This replica's log compaction: the index of its latest snapshot and
+    /// the last index purged from its log.
+    pub fn compaction(&self) -> (Option<u64>, Option<u64>) {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        (m.snapshot.map(|l| l.index), m.purged.map(|l| l.index))
     }
 
     /// The group's voters in this replica's latest membership, sorted.
@@ -206,7 +214,8 @@ fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
     }
 }
 
-/// Follow the group's leadership changes as openraft reports them.
+/// Follow the group's leadership changes as openraft reports them, and ask
+/// openraft for the snapshots the state machine wants (`compaction`).
 async fn watch_leadership(
     raft: QueueRaftHandle,
     shared: Arc<Shared>,
@@ -220,8 +229,22 @@ async fn watch_leadership(
             m.state == ServerState::Leader && m.current_leader == Some(node_id)
         };
         set_leading(&shared, leading, node_id, &queue);
-        if metrics.changed().await.is_err() {
-            return;
+        // The same task serves the state machine's snapshot requests: it
+        // holds the Raft handle and ends with the group.
+        loop {
+            tokio::select! {
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    break;
+                }
+                () = shared.snapshot_wanted.wait() => {
+                    if let Err(e) = raft.trigger().snapshot().await {
+                        tracing::debug!(queue, error = %e, "quorum queue: snapshot request refused");
+                    }
+                }
+            }
         }
     }
 }

@@ -17,6 +17,7 @@ use openraft::{
     StorageError, StorageIOError, StoredMembership,
 };
 
+use super::compaction::{LogGrowth, SnapshotWanted, ENTRY_OVERHEAD_BYTES};
 use super::index::MessageIndex;
 use super::types::{message_id, Applied, Command, NodeId, QueueRaft, SettleKind};
 use crate::queue::dispatch::{Dispatcher, Entry as QueueEntry};
@@ -39,15 +40,29 @@ pub(crate) struct Inner {
     pub(crate) orphans: HashMap<ConsumerId, (u32, u32)>,
     /// Snapshots built so far by this node (for unique snapshot ids).
     n_snapshots: u64,
+    /// Log bytes applied since the last snapshot (see `compaction`).
+    growth: LogGrowth,
 }
 
 /// The lock around [`Inner`]; held only for short, non-async steps.
 #[derive(Default)]
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
+    /// Log bytes after which the state machine asks for a snapshot even if
+    /// openraft's entry count has not come round (0: never by size).
+    snapshot_floor_bytes: u64,
+    /// Raised by the state machine, served by the queue's watcher task.
+    pub(crate) snapshot_wanted: SnapshotWanted,
 }
 
 impl Shared {
+    pub(crate) fn new(snapshot_floor_bytes: u64) -> Shared {
+        Shared {
+            snapshot_floor_bytes,
+            ..Shared::default()
+        }
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -147,6 +162,7 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
         let (index, meta) = {
             let mut inner = self.shared.lock();
             inner.n_snapshots += 1;
+            inner.growth.snapshotted();
             let meta = SnapshotMeta {
                 last_log_id: inner.last_applied,
                 last_membership: inner.membership.clone(),
@@ -158,13 +174,18 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
             };
             (inner.index.clone(), meta)
         };
-        let data = index.encode();
-        let file = encode_file(&meta, &data)?;
+        // Encoding a deep queue takes a while: off the tokio workers, with
+        // the file write.
         let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &file))
-            .await
-            .map_err(io_error)?
-            .map_err(io_error)?;
+        let file_meta = meta.clone();
+        let data = tokio::task::spawn_blocking(move || {
+            let data = index.encode();
+            let file = encode_file(&file_meta, &data)?;
+            write_durably(&dir, SNAPSHOT_FILE, &file).map_err(io_error)?;
+            Ok::<_, StorageError<NodeId>>(data)
+        })
+        .await
+        .map_err(io_error)??;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -190,11 +211,14 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
     {
         let mut inner = self.shared.lock();
         let mut responses = Vec::new();
+        let mut log_bytes = 0u64;
         for entry in entries {
             inner.last_applied = Some(entry.log_id);
+            log_bytes += ENTRY_OVERHEAD_BYTES;
             match entry.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(Command::Enqueue { messages }) => {
+                    log_bytes += messages.iter().map(|m| m.len() as u64).sum::<u64>();
                     for (position, message) in messages.into_iter().enumerate() {
                         let id = message_id(entry.log_id.index, position);
                         if let Some(stored) = inner.index.enqueue(id, message) {
@@ -207,6 +231,7 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                     }
                 }
                 EntryPayload::Normal(Command::Settle { ids, kind }) => {
+                    log_bytes += 8 * ids.len() as u64;
                     for id in ids {
                         let failed_count = inner.index.settle(id, kind);
                         if !inner.leading {
@@ -231,6 +256,18 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                 }
             }
             responses.push(Applied);
+        }
+        let live_bytes = inner.index.bytes();
+        if inner
+            .growth
+            .applied(log_bytes, live_bytes, self.shared.snapshot_floor_bytes)
+        {
+            tracing::debug!(
+                log_bytes = inner.growth.since_snapshot(),
+                live_bytes,
+                "quorum queue: log grew past its snapshot threshold"
+            );
+            self.shared.snapshot_wanted.signal();
         }
         Ok(responses)
     }
