@@ -130,8 +130,13 @@ json_str() {
 }
 json_num() { if [ -n "$1" ]; then printf '%s' "$1"; else printf 'null'; fi; }
 
+# floor_p50 KEY: p50_us of section KEY of floor.json.
+floor_p50() {
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["p50_us"])' "$OUT/floor.json" "$1"
+}
+
 record_machine() {
-    local cpu cores kernel mem disk dfline commit dirty f t0 t1 fsync_us rtt rmq_ver
+    local cpu cores kernel mem disk dfline commit dirty fsync_us fsync3_us rtt rmq_ver
     cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //' || true)
     cores=$(nproc)
     kernel=$(uname -r)
@@ -141,18 +146,15 @@ record_machine() {
     commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
     dirty=false
     if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then dirty=true; fi
-    # fsync latency of small appends: 500 x 256-byte O_DSYNC writes on the
-    # filesystem that holds the results (and the brokers' data dirs).
-    f=$WORK/fsync-probe
-    t0=$(date +%s%N)
-    dd if=/dev/zero of="$f" bs=256 count=500 oflag=dsync status=none
-    t1=$(date +%s%N)
-    rm -f "$f"
-    fsync_us=$(( (t1 - t0) / 500 / 1000 ))
-    rtt=
-    if command -v ping >/dev/null 2>&1; then
-        rtt=$(ping -n -q -c 20 -i 0.01 127.0.0.1 2>/dev/null | awk -F'/' '/^rtt|^round-trip/ {print $5 * 1000}' || true)
-    fi
+    # The floor: 256-byte appends + fdatasync on the filesystem that holds
+    # the results and the brokers' data dirs (1 writer, and 3 at once as a
+    # 3-node cluster on one disk), and 256-byte loopback TCP round trips
+    # (bench-compare/src/bin/floor.rs). p50s go into machine.json, the whole
+    # report into floor.json.
+    "$BIN/floor" --dir "$WORK" >"$OUT/floor.json"
+    fsync_us=$(floor_p50 fsync_append_256b)
+    fsync3_us=$(floor_p50 fsync_append_256b_3_concurrent)
+    rtt=$(floor_p50 loopback_rtt_256b)
     rmq_ver=$(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || true)
     {
         printf '{\n'
@@ -164,8 +166,10 @@ record_machine() {
         printf '  "disks": %s,\n' "$(json_str "$disk")"
         printf '  "results_fs": %s,\n' "$(json_str "$dfline")"
         printf '  "fsync_append_256b_us": %s,\n' "$(json_num "$fsync_us")"
-        printf '  "fsync_method": %s,\n' "$(json_str "dd bs=256 count=500 oflag=dsync, mean per write")"
+        printf '  "fsync_append_256b_3_concurrent_us": %s,\n' "$(json_num "$fsync3_us")"
+        printf '  "fsync_method": %s,\n' "$(json_str "floor.json: 500 x write(256 B) + fdatasync, p50; 3_concurrent: 3 threads on 3 files")"
         printf '  "loopback_rtt_us": %s,\n' "$(json_num "$rtt")"
+        printf '  "loopback_rtt_method": %s,\n' "$(json_str "floor.json: 5,000 TCP_NODELAY echoes of 256 B over 127.0.0.1, p50")"
         printf '  "git_commit": %s,\n' "$(json_str "$commit")"
         printf '  "git_dirty": %s,\n' "$dirty"
         printf '  "rabbitmq_server": %s,\n' "$(json_str "$rmq_ver")"
@@ -177,7 +181,7 @@ record_machine() {
         printf '  "rig_clients": %s\n' "$(json_str "$RIG_CLIENTS")"
         printf '}\n'
     } >"$OUT/machine.json"
-    log "machine: $cpu, $cores cpus, kernel $kernel, fsync ${fsync_us} us, loopback rtt ${rtt:-n/a} us"
+    log "machine: $cpu, $cores cpus, kernel $kernel, fsync p50 ${fsync_us} us (3 at once: ${fsync3_us} us), loopback rtt p50 ${rtt} us"
 }
 record_machine
 

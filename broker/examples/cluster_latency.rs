@@ -1,6 +1,9 @@
 //! Quorum-queue latency and throughput on a 3-node in-process cluster,
 //! beside the physical floor measured in the same run: one small fsync'd
-//! append and one loopback TCP round trip.
+//! append (alone, and three at once as the three nodes flush on one disk)
+//! and one loopback TCP round trip. For the closed loop it also prints each
+//! node's log-store commits per publish and their mean time (fsync
+//! included), which splits the latency into disk and everything else.
 //!
 //! `cargo run --release -p ramqp-broker --example cluster_latency -- [samples] [blast]`
 //!
@@ -41,6 +44,48 @@ fn fsync_floor(dir: &std::path::Path, n: usize) -> std::io::Result<Histogram<u64
         let _ = h.record(started.elapsed().as_micros() as u64);
     }
     Ok(h)
+}
+
+/// [`fsync_floor`] from three threads at once, each on its own file.
+fn fsync_floor_3(dir: &std::path::Path, n: usize) -> std::io::Result<Histogram<u64>> {
+    let handles: Vec<_> = (0..3)
+        .map(|i| {
+            let dir = dir.join(format!("fsync-probe-{i}"));
+            std::thread::spawn(move || {
+                std::fs::create_dir_all(&dir)?;
+                fsync_floor(&dir, n)
+            })
+        })
+        .collect();
+    let mut merged = Histogram::<u64>::new(3).map_err(std::io::Error::other)?;
+    for handle in handles {
+        let h = handle
+            .join()
+            .map_err(|_| std::io::Error::other("probe thread panicked"))??;
+        merged.add(h).map_err(std::io::Error::other)?;
+    }
+    Ok(merged)
+}
+
+/// One node's log-store commits during the closed loop, as JSON.
+fn store_delta(
+    node: u64,
+    before: &store_redb::BatchStatsSnapshot,
+    after: &store_redb::BatchStatsSnapshot,
+    publishes: usize,
+) -> String {
+    let d = after.since(before);
+    let mean_us = if d.commits == 0 {
+        0.0
+    } else {
+        d.commit_time.as_secs_f64() * 1e6 / d.commits as f64
+    };
+    format!(
+        "{{\"node\": {node}, \"commits_per_publish\": {:.2}, \"mean_commit_us\": {:.0}, \"requests_per_commit\": {:.2}}}",
+        d.commits as f64 / publishes.max(1) as f64,
+        mean_us,
+        d.requests_per_commit()
+    )
 }
 
 /// Loopback TCP round trips of 256 bytes.
@@ -97,6 +142,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = format!("amqp://{}", cluster.addr(leader).ok_or("addr")?);
 
     let fsync = fsync_floor(cluster.node(leader).ok_or("leader")?.data_dir(), 500)?;
+    let fsync3 = fsync_floor_3(cluster.node(leader).ok_or("leader")?.data_dir(), 500)?;
     let rtt = loopback_floor(2000).await?;
 
     let mut connection = Connection::open("lat", url.as_str()).await?;
@@ -105,7 +151,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let body = vec![b'x'; 256];
     // Closed loop: one publish in flight, time until `accepted`.
     let mut closed = Histogram::<u64>::new(3)?;
+    let node_ids = [1u64, 2, 3];
+    let mut stores_before = Vec::new();
     for i in 0..samples + 200 {
+        if i == 200 {
+            for id in node_ids {
+                stores_before.push(cluster.node(id).ok_or("node")?.quorum().store_stats());
+            }
+        }
         let started = Instant::now();
         let outcome = sender.send(body.clone()).await?;
         if !matches!(outcome, Outcome::Accepted(_)) {
@@ -116,6 +169,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let single_rate = 1_000_000.0 / closed.mean();
+    let mut stores = Vec::new();
+    for (id, before) in node_ids.iter().zip(&stores_before) {
+        let after = cluster.node(*id).ok_or("node")?.quorum().store_stats();
+        stores.push(store_delta(*id, before, &after, samples));
+    }
     // 1,000 unsettled in flight.
     let window = 1000;
     let mut in_flight = std::collections::VecDeque::with_capacity(window);
@@ -143,10 +201,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = session.end().await;
     let _ = connection.close().await;
     println!(
-        "{{\"scenario\": \"quorum x3 in-process, via leader, 256 B, fe2o3-amqp\", \"fsync_256B\": {}, \"loopback_rtt_256B\": {}, \"publish_to_accepted\": {}, \"single_in_flight_msg_per_s\": {:.0}, \"window_1000_msg_per_s\": {:.0}, \"ratio\": {:.1}, \"leader_before\": {:?}, \"leader_after\": {:?}}}",
+        "{{\"scenario\": \"quorum x3 in-process, via leader, 256 B, fe2o3-amqp\", \"fsync_256B\": {}, \"fsync_256B_3_at_once\": {}, \"loopback_rtt_256B\": {}, \"publish_to_accepted\": {}, \"log_store_during_closed_loop\": [{}], \"single_in_flight_msg_per_s\": {:.0}, \"window_1000_msg_per_s\": {:.0}, \"ratio\": {:.1}, \"leader_before\": {:?}, \"leader_after\": {:?}}}",
         percentiles(&fsync),
+        percentiles(&fsync3),
         percentiles(&rtt),
         percentiles(&closed),
+        stores.join(", "),
         single_rate,
         blast_rate,
         blast_rate / single_rate,

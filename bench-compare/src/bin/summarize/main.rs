@@ -237,7 +237,17 @@ fn machine_section(dir: &Path, out: &mut String) -> Result<()> {
         s("fsync_append_256b_us"),
         s("fsync_method")
     )?;
-    writeln!(out, "| loopback RTT (ping) | {} µs |", s("loopback_rtt_us"))?;
+    writeln!(
+        out,
+        "| the same, 3 writers at once (3 files) | {} µs |",
+        s("fsync_append_256b_3_concurrent_us")
+    )?;
+    writeln!(
+        out,
+        "| loopback RTT | {} µs ({}) |",
+        s("loopback_rtt_us"),
+        s("loopback_rtt_method")
+    )?;
     writeln!(
         out,
         "| rabbitmq-server package | {} |",
