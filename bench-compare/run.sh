@@ -253,6 +253,7 @@ leg_inproc() {
 brokerd_start() {
     local dir=$WORK/brokerd-$1 out=$WORK/brokerd-$1.out i
     rm -rf "$dir"
+    BROKERD_DIR=$dir
     "$BIN/ramqp-brokerd" --listen 127.0.0.1:0 --data-dir "$dir" >"$out" 2>"$WORK/brokerd-$1.log" &
     BROKERD_PID=$!
     BROKERD_ADDR=
@@ -269,6 +270,10 @@ brokerd_stop() {
     kill -TERM "$BROKERD_PID" 2>/dev/null || true
     wait "$BROKERD_PID" 2>/dev/null || true
     BROKERD_PID=
+    # A leg's data can be GBs (rig runs of quorum queues): drop it now
+    # rather than at the end of the pass, unless asked to keep it.
+    if [ "${BENCH_KEEP_WORK:-0}" != 1 ] && [ -n "${BROKERD_DIR:-}" ]; then rm -rf "$BROKERD_DIR"; fi
+    BROKERD_DIR=
 }
 
 leg_brokerd() {
