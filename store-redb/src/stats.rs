@@ -18,6 +18,7 @@ pub struct BatchStats {
     entries: AtomicU64,
     bytes: AtomicU64,
     commit_nanos: AtomicU64,
+    commit_nanos_max: AtomicU64,
     requests_per_commit_max: AtomicU64,
 }
 
@@ -39,6 +40,9 @@ pub struct BatchStatsSnapshot {
     pub bytes: u64,
     /// Time spent building and committing transactions, fsync included.
     pub commit_time: Duration,
+    /// The longest single commit so far (every append of its batch waited
+    /// at least that long).
+    pub commit_time_max: Duration,
     /// The largest number of requests in one commit so far.
     pub requests_per_commit_max: u64,
 }
@@ -69,6 +73,7 @@ impl BatchStatsSnapshot {
             entries: self.entries - earlier.entries,
             bytes: self.bytes - earlier.bytes,
             commit_time: self.commit_time.saturating_sub(earlier.commit_time),
+            commit_time_max: self.commit_time_max,
             requests_per_commit_max: self.requests_per_commit_max,
         }
     }
@@ -102,6 +107,7 @@ impl BatchStats {
             entries: self.entries.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             commit_time: Duration::from_nanos(self.commit_nanos.load(Ordering::Relaxed)),
+            commit_time_max: Duration::from_nanos(self.commit_nanos_max.load(Ordering::Relaxed)),
             requests_per_commit_max: self.requests_per_commit_max.load(Ordering::Relaxed),
         }
     }
@@ -114,6 +120,7 @@ impl BatchStats {
         self.bytes.fetch_add(tally.bytes, Ordering::Relaxed);
         let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         self.commit_nanos.fetch_add(nanos, Ordering::Relaxed);
+        self.commit_nanos_max.fetch_max(nanos, Ordering::Relaxed);
         self.requests_per_commit_max
             .fetch_max(tally.requests, Ordering::Relaxed);
     }

@@ -45,6 +45,9 @@ use crate::error::Error;
 use crate::stats::{BatchStats, CommitTally};
 use crate::tables::{MetaKind, ENTRIES, META};
 
+/// A commit at least this long is logged as a warning.
+const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// One write, with its records framed.
 pub(crate) enum WriteOp {
     /// Insert entries `(index, framed record)` of one group, after the
@@ -150,7 +153,19 @@ impl Writer {
         self.repin();
         match self.commit(batch) {
             Ok(tally) => {
-                self.stats.record_commit(tally, started.elapsed());
+                let took = started.elapsed();
+                self.stats.record_commit(tally, took);
+                if took >= SLOW_COMMIT {
+                    // Every append of the batch (and of the batches queued
+                    // behind it) waited this long: worth a line in the log.
+                    tracing::warn!(
+                        took_ms = took.as_millis() as u64,
+                        requests = tally.requests,
+                        records = tally.records,
+                        bytes = tally.bytes,
+                        "store-redb: slow commit"
+                    );
+                }
                 Ok(())
             }
             Err(e) => {

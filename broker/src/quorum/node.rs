@@ -319,6 +319,7 @@ impl QuorumNode {
             entries = stats.entries,
             requests_per_commit = stats.requests_per_commit(),
             commit_ms = stats.commit_time.as_millis() as u64,
+            commit_max_ms = stats.commit_time_max.as_millis() as u64,
             "raft log store"
         );
     }
