@@ -121,8 +121,7 @@ async fn loopback_round_trips(n: usize) -> Result<Histogram<u64>> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("create {}", args.dir.display()))?;
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
     let one = fsync_appends(&args.dir.join("floor-probe"), args.fsyncs)?;
     let three = concurrent_fsync_appends(&args.dir, 3, args.fsyncs)?;
     let rtt = loopback_round_trips(args.round_trips).await?;
