@@ -350,7 +350,9 @@ impl QuorumNode {
             let node = self.clone();
             tasks.spawn(async move {
                 queue.flush_settlements(FLUSH).await;
-                if leads(&queue, node.node_id) {
+                // A group with no other voter (a single-node queue) has
+                // no one to hand off to: nothing to report.
+                if leads(&queue, node.node_id) && queue.voters().len() > 1 {
                     match node.hand_off(&queue, None, true).await {
                         Ok(done) => tracing::info!(%done, "handed off before stopping"),
                         Err(error) => tracing::warn!(%error, "no hand-off before stopping"),
