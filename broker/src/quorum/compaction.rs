@@ -16,11 +16,12 @@
 
 use tokio::sync::Notify;
 
-/// Log bytes applied since the last snapshot, and whether one was asked for.
+/// Log bytes applied since the last snapshot, and when one was asked for.
 #[derive(Debug, Default)]
 pub(crate) struct LogGrowth {
     since_snapshot: u64,
-    requested: bool,
+    /// `since_snapshot` when a snapshot was last asked for.
+    asked_at: Option<u64>,
 }
 
 /// Bytes counted for one entry besides its messages (ids, framing), so that
@@ -28,21 +29,31 @@ pub(crate) struct LogGrowth {
 pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 32;
 
 impl LogGrowth {
-    /// Count `bytes` applied; true when a snapshot should be asked for now
-    /// (once, until [`LogGrowth::snapshotted`]).
+    /// Count `bytes` applied; true when a snapshot should be asked for now.
+    /// Once asked, it asks again only after as many bytes more: openraft
+    /// drops a request that comes while it is building a snapshot, and that
+    /// build may have started before the bytes that made this one due.
     pub(crate) fn applied(&mut self, bytes: u64, live_bytes: u64, floor: u64) -> bool {
         self.since_snapshot = self.since_snapshot.saturating_add(bytes);
-        if self.requested || floor == 0 || self.since_snapshot < floor.max(live_bytes) {
+        if floor == 0 {
             return false;
         }
-        self.requested = true;
+        let threshold = floor.max(live_bytes);
+        let due = match self.asked_at {
+            None => threshold,
+            Some(at) => at.saturating_add(threshold),
+        };
+        if self.since_snapshot < due {
+            return false;
+        }
+        self.asked_at = Some(self.since_snapshot);
         true
     }
 
     /// A snapshot of everything applied so far is being built.
     pub(crate) fn snapshotted(&mut self) {
         self.since_snapshot = 0;
-        self.requested = false;
+        self.asked_at = None;
     }
 
     /// Bytes applied since the last snapshot.
@@ -74,15 +85,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn asks_once_past_the_floor_then_again_after_the_snapshot() {
+    fn asks_past_the_floor_then_again_after_the_snapshot() {
         let mut g = LogGrowth::default();
         assert!(!g.applied(60, 0, 100));
         assert!(g.applied(60, 0, 100));
-        assert!(!g.applied(500, 0, 100), "already asked");
+        assert!(!g.applied(50, 0, 100), "just asked");
         g.snapshotted();
         assert_eq!(g.since_snapshot(), 0);
         assert!(!g.applied(99, 0, 100));
         assert!(g.applied(1, 0, 100));
+    }
+
+    #[test]
+    fn a_request_that_got_no_snapshot_is_repeated_a_threshold_later() {
+        let mut g = LogGrowth::default();
+        assert!(g.applied(120, 0, 100));
+        assert!(!g.applied(99, 0, 100));
+        assert!(g.applied(1, 0, 100), "220 bytes: 100 past the last request");
     }
 
     #[test]

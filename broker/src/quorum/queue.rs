@@ -70,8 +70,8 @@ impl Drop for QuorumQueue {
 
 impl QuorumQueue {
     /// Serve the group behind `raft`; spawns the leadership (and snapshot
-    /// request) watcher and the settlement batcher (both end when the Raft group shuts down or the
-    /// queue is dropped).
+    /// request) watcher and the settlement batcher (both end when the Raft
+    /// group shuts down or the queue is dropped).
     pub(crate) fn start(
         address: QueueAddress,
         node_id: NodeId,
