@@ -236,12 +236,7 @@ async fn a_gracefully_stopped_leader_hands_off_under_load() {
     let started = Instant::now();
     cluster.stop(leader).await;
     let stopped_in = started.elapsed();
-    let mut new_leader = None;
-    eventually(Duration::from_secs(10), "a new leader", || {
-        new_leader = cluster.leader_of("handoff");
-        new_leader.is_some()
-    })
-    .await;
+    let new_leader = wait_for_leader(&cluster, "handoff", None, Duration::from_secs(10)).await;
     let leader_in = started.elapsed();
     eventually(Duration::from_secs(20), "publishing resumes", || {
         load.accepted() > before

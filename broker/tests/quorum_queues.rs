@@ -48,13 +48,8 @@ async fn three_node_cluster_keeps_accepted_messages_when_the_leader_stops() {
     assert_eq!(received, texts(0..30));
 
     cluster.stop(leader).await;
-    let mut new_leader = None;
-    eventually(Duration::from_secs(10), "a new leader", || {
-        new_leader = cluster.leader_of("orders").filter(|l| *l != leader);
-        new_leader.is_some()
-    })
-    .await;
-    let new_leader = new_leader.unwrap();
+    let new_leader =
+        wait_for_leader(&cluster, "orders", Some(leader), Duration::from_secs(10)).await;
     let addr = cluster.addr(new_leader).unwrap();
     accepted.extend(publish(addr, "orders", &texts(100..150)).await);
     received.extend(consume(addr, "orders", 1000).await);
@@ -337,13 +332,8 @@ async fn snapshots_restore_a_restarted_node_and_catch_up_a_lagging_follower() {
 
     // The leader restarts from its own snapshot + log; everything is there.
     cluster.restart(leader).await.unwrap();
-    let mut new_leader = None;
-    eventually(Duration::from_secs(20), "a leader", || {
-        new_leader = cluster.leader_of("snap");
-        new_leader.is_some()
-    })
-    .await;
-    let received = consume(cluster.addr(new_leader.unwrap()).unwrap(), "snap", 1000).await;
+    let new_leader = wait_for_leader(&cluster, "snap", None, Duration::from_secs(20)).await;
+    let received = consume(cluster.addr(new_leader).unwrap(), "snap", 1000).await;
     assert_eq!(
         received,
         texts(0..200),
@@ -385,13 +375,8 @@ async fn a_busy_queue_snapshots_and_purges_its_log_by_size() {
     // After a restart from the snapshot and the short log: nothing settled
     // comes back, and the queue still serves.
     cluster.restart(leader).await.unwrap();
-    let mut new_leader = None;
-    eventually(Duration::from_secs(20), "a leader", || {
-        new_leader = cluster.leader_of("sized");
-        new_leader.is_some()
-    })
-    .await;
-    let addr = cluster.addr(new_leader.unwrap()).unwrap();
+    let new_leader = wait_for_leader(&cluster, "sized", None, Duration::from_secs(20)).await;
+    let addr = cluster.addr(new_leader).unwrap();
     let accepted = publish(addr, "sized", &texts(300..301)).await;
     assert_eq!(accepted.len(), 1);
     assert_eq!(consume(addr, "sized", 1000).await, texts(300..301));

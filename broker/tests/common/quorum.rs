@@ -13,7 +13,7 @@ use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Connection, Receiver, Sender};
 
 use super::fe2o3::{begin_session, Conn};
-use super::wait::{step, within};
+use super::wait::{eventually, step, within};
 
 /// Raft timings short enough for quick fail-over in tests.
 pub fn fast_raft(config: &mut BrokerConfig) {
@@ -237,4 +237,21 @@ pub async fn keep_consuming(
     let _ = receiver.close().await;
     let _ = connection.close().await;
     Ok(received)
+}
+
+/// The leader of `queue` once some running node of `cluster` reports one
+/// (other than `not`, when given), within `limit`.
+pub async fn wait_for_leader(
+    cluster: &broker::Cluster,
+    queue: &str,
+    not: Option<u64>,
+    limit: Duration,
+) -> u64 {
+    let mut leader = None;
+    eventually(limit, "a leader", || {
+        leader = cluster.leader_of(queue).filter(|l| Some(*l) != not);
+        leader.is_some()
+    })
+    .await;
+    leader.expect("eventually returned with a leader")
 }
