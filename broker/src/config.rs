@@ -190,6 +190,20 @@ pub struct QuorumConfig {
     pub leader_wait_ms: u64,
 }
 
+impl QuorumConfig {
+    /// Every node of the cluster, sorted (this node alone when `members`
+    /// is empty).
+    pub fn cluster_members(&self) -> Vec<u64> {
+        let mut all = self.members.clone();
+        if !all.contains(&self.node_id) {
+            all.push(self.node_id);
+        }
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
 impl Default for QuorumConfig {
     fn default() -> Self {
         QuorumConfig {

@@ -1,7 +1,16 @@
 //! The ramqp broker library: an AMQP 1.0 codec, the connection / session /
 //! link engine, queues behind one narrow interface, and the embedding API
 //! ([`Broker`]) used by `ramqp-brokerd` and by tests.
+//!
+//! Layers, bottom to top (a module imports only from layers below it; the
+//! test `tests/architecture.rs` checks it, `docs/architecture.md` says why):
+//! `codec`; `config`; `net` and `queue`; `engine`; `raft`; `quorum` and
+//! `meta`; `forward`; `admin`; `node`.
+//!
+//! Features: `test-cluster` adds [`Cluster`], several nodes in one process
+//! for tests.
 #![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod codec;
@@ -10,13 +19,13 @@ pub mod meta;
 pub mod net;
 pub mod queue;
 pub mod quorum;
+pub mod raft;
 
-mod broker;
-mod cluster;
 mod engine;
 mod forward;
-mod leadership;
+mod node;
 
-pub use broker::{Broker, BrokerError};
-pub use cluster::Cluster;
 pub use config::BrokerConfig;
+#[cfg(feature = "test-cluster")]
+pub use node::Cluster;
+pub use node::{Broker, BrokerError};

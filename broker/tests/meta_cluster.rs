@@ -24,8 +24,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use broker::meta::{MetaError, MetaOptions, Metadata, NodeInfo, QueueInfo};
-use broker::net::{CallFuture, Envelope, LocalTransport, NodeHandler, NodeTransport};
-use broker::quorum::NodeId;
+use broker::net::{CallFuture, Envelope, LocalTransport, NodeHandler, NodeId, NodeTransport};
 use common::*;
 use store_redb::{LogStore, LogStoreOptions};
 

@@ -4,8 +4,12 @@
 //! Both ends are ours, so the wire form is postcard; the CLI renders it as
 //! a table or JSON.
 
+mod fabric_control;
+mod handler;
 mod service;
 
+pub use fabric_control::FabricControl;
+pub use handler::AdminHandler;
 pub(crate) use service::AdminService;
 
 use serde::{Deserialize, Serialize};

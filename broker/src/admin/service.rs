@@ -8,20 +8,21 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::{AdminHandler, FabricControl};
 use super::{AdminRequest, AdminResponse, MemberStatus, NodeStatus, QueueStatus};
 use crate::meta::{Metadata, NodeInfo};
-use crate::net::{AdminHandler, FabricTransport, NodeId};
-use crate::queue::{Queue, Registry};
+use crate::net::NodeId;
+use crate::queue::{Queue, QueueDirectory};
 use crate::quorum::QuorumNode;
 
 /// The node's side of `ramqp-ctl`.
 pub(crate) struct AdminService {
     node_id: NodeId,
     amqp: SocketAddr,
-    registry: Arc<Registry>,
+    queues: Arc<dyn QueueDirectory>,
     quorum: Arc<QuorumNode>,
     metadata: Arc<Metadata>,
-    fabric: Arc<FabricTransport>,
+    fabric: Arc<dyn FabricControl>,
     allow_fault_injection: bool,
 }
 
@@ -29,16 +30,16 @@ impl AdminService {
     pub(crate) fn new(
         node_id: NodeId,
         amqp: SocketAddr,
-        registry: Arc<Registry>,
+        queues: Arc<dyn QueueDirectory>,
         quorum: Arc<QuorumNode>,
         metadata: Arc<Metadata>,
-        fabric: Arc<FabricTransport>,
+        fabric: Arc<dyn FabricControl>,
         allow_fault_injection: bool,
     ) -> AdminService {
         AdminService {
             node_id,
             amqp,
-            registry,
+            queues,
             quorum,
             metadata,
             fabric,
@@ -104,7 +105,7 @@ impl AdminService {
     }
 
     async fn ask_to_step_down(&self, id: NodeId) -> String {
-        use crate::net::{Envelope, NodeTransport};
+        use crate::net::Envelope;
         let request = AdminRequest::MoveLeadership {
             queue: None,
             to: None,
@@ -215,7 +216,7 @@ impl AdminService {
             entry.applied_index = metrics.last_applied.map(|id| id.index);
             entry.term = Some(metrics.current_term);
         }
-        for stats in self.registry.stats() {
+        for stats in self.queues.stats() {
             if stats.address.starts_with("/quorum/") {
                 continue;
             }

@@ -8,7 +8,7 @@ use super::outbox::Outbox;
 use super::state::State;
 use crate::codec::definitions::condition;
 use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target};
-use crate::queue::{QueueAddress, QueueError, RegistryError};
+use crate::queue::{LookupError, QueueAddress, QueueError};
 
 /// The AMQP error for a queue's refusal.
 pub(crate) fn queue_error(error: &QueueError) -> Error {
@@ -75,16 +75,12 @@ impl State {
         };
         let address = QueueAddress::parse(address)
             .map_err(|e| Error::new(condition::NOT_FOUND, e.to_string()))?;
-        let queue = self
-            .context
-            .registry
-            .lookup(&address)
-            .map_err(|e| match e {
-                RegistryError::NotFound(_) => Error::new(condition::NOT_FOUND, e.to_string()),
-                RegistryError::QuorumUnavailable(..) => {
-                    Error::new(condition::RESOURCE_LIMIT_EXCEEDED, e.to_string())
-                }
-            })?;
+        let queue = self.context.queues.lookup(&address).map_err(|e| match e {
+            LookupError::NotFound(_) => Error::new(condition::NOT_FOUND, e.to_string()),
+            LookupError::QuorumUnavailable(..) => {
+                Error::new(condition::RESOURCE_LIMIT_EXCEEDED, e.to_string())
+            }
+        })?;
         queue.serves_here().map_err(|e| queue_error(&e))?;
         Ok(queue)
     }

@@ -311,7 +311,7 @@ impl Connection {
             }
         };
         if let Some(address) = address.and_then(|a| crate::queue::QueueAddress::parse(a).ok()) {
-            if let Err(error) = self.context.registry.prepare(&address).await {
+            if let Err(error) = self.context.queues.prepare(&address).await {
                 tracing::debug!(%error, "queue not ready");
             }
         }

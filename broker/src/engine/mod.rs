@@ -24,14 +24,14 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use crate::config::{Limits, SaslConfig};
-use crate::queue::Registry;
+use crate::queue::QueueDirectory;
 
 /// What every connection of a broker shares.
 pub(crate) struct ConnectionContext {
     pub(crate) container_id: String,
     pub(crate) limits: Limits,
     pub(crate) sasl: SaslConfig,
-    pub(crate) registry: Arc<Registry>,
+    pub(crate) queues: Arc<dyn QueueDirectory>,
 }
 
 /// Serve one accepted TCP connection until it closes. `permit` is `None`

@@ -30,8 +30,9 @@ pub(crate) use routed::{RoutedQueue, Target};
 
 use crate::config::QuorumConfig;
 use crate::net::{kind, CallFuture, Envelope, NodeId, NodeTransport, TransportError};
-use crate::queue::{QueueAddress, Registry};
-use crate::quorum::{group_id, QuorumNode};
+use crate::queue::{Queue, QueueAddress};
+use crate::quorum::{BoxFuture, PeerRequests, QuorumNode};
+use crate::raft::group_id;
 use protocol::{Reply, Request, ToServer};
 
 /// Why forwarding could not do something.
@@ -45,13 +46,22 @@ pub(crate) enum ForwardError {
     Decode(#[from] protocol::DecodeError),
 }
 
+/// The queues this node itself serves, for links forwarded from other
+/// nodes (the node's registry implements it; handed in at assembly).
+pub(crate) trait LocalQueues: Send + Sync + 'static {
+    /// The queue this node serves at `address`: the local quorum queue
+    /// while this node leads it, or a transient queue it owns. Never a
+    /// routed queue, so a forwarded link is never forwarded again.
+    fn local_queue(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, String>;
+}
+
 /// This node's forwarding: the origin side's link table and the server.
 pub(crate) struct Forwarder {
     pub(crate) node_id: NodeId,
     transport: Arc<dyn NodeTransport>,
     pub(crate) config: QuorumConfig,
     pub(crate) quorum: Arc<QuorumNode>,
-    registry: OnceLock<Weak<Registry>>,
+    local_queues: OnceLock<Weak<dyn LocalQueues>>,
     /// Link ids: unique per incarnation (seeded from the clock).
     next_link: AtomicU64,
     /// Origin side: which routed queue owns each link id.
@@ -77,20 +87,21 @@ impl Forwarder {
             transport,
             config,
             quorum,
-            registry: OnceLock::new(),
+            local_queues: OnceLock::new(),
             next_link: AtomicU64::new(seed),
             links: Mutex::new(HashMap::new()),
             streams: streams::Streams::default(),
         })
     }
 
-    /// Connect the registry (made after the forwarder).
-    pub(crate) fn set_registry(&self, registry: &Arc<Registry>) {
-        let _ = self.registry.set(Arc::downgrade(registry));
+    /// Connect the node's own queues (its registry, made after the
+    /// forwarder).
+    pub(crate) fn set_local_queues(&self, queues: Weak<dyn LocalQueues>) {
+        let _ = self.local_queues.set(queues);
     }
 
-    pub(crate) fn registry(&self) -> Option<Arc<Registry>> {
-        self.registry.get().and_then(Weak::upgrade)
+    pub(crate) fn local_queues(&self) -> Option<Arc<dyn LocalQueues>> {
+        self.local_queues.get().and_then(Weak::upgrade)
     }
 
     pub(crate) fn leader_wait(&self) -> Duration {
@@ -113,7 +124,7 @@ impl Forwarder {
     /// members chosen by the name's hash, the same on every node (this
     /// node alone in a single-node setup).
     pub(crate) fn owner_of(&self, name: &str) -> NodeId {
-        let members = crate::quorum::cluster_members(&self.config);
+        let members = self.config.cluster_members();
         members[(group_id(name) % members.len() as u64) as usize]
     }
 
@@ -224,17 +235,48 @@ impl Forwarder {
         }
     }
 
-    /// Answer a forwarding `call` envelope (also used by the quorum side:
-    /// see [`ask_to_create`] and [`ask_to_elect`]).
+    /// Answer a forwarding `call` envelope (also the quorum side's
+    /// requests: see [`PeerAsker`]).
     pub(crate) fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture {
         Box::pin(async move { Ok(protocol::reply(&self.answer(from, envelope).await)) })
+    }
+}
+
+/// The quorum side's requests to other nodes ([`PeerRequests`]), sent as
+/// forwarding calls.
+pub(crate) struct PeerAsker {
+    /// This node.
+    pub(crate) node_id: NodeId,
+    /// The node transport.
+    pub(crate) transport: Arc<dyn NodeTransport>,
+}
+
+impl PeerRequests for PeerAsker {
+    fn ask_to_create(
+        &self,
+        to: NodeId,
+        address: String,
+        limit: Duration,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let (transport, from) = (self.transport.clone(), self.node_id);
+        Box::pin(async move { ask_to_create(transport.as_ref(), from, to, &address, limit).await })
+    }
+
+    fn ask_to_elect(
+        &self,
+        to: NodeId,
+        address: String,
+        limit: Duration,
+    ) -> BoxFuture<'static, Result<NodeId, String>> {
+        let (transport, from) = (self.transport.clone(), self.node_id);
+        Box::pin(async move { ask_to_elect(transport.as_ref(), from, to, &address, limit).await })
     }
 }
 
 /// Ask node `to` (a replica, normally the preferred leader) to create
 /// quorum queue `address` and wait for its first leader, within `limit`.
 /// Used by the quorum side so the preferred leader initializes the group.
-pub(crate) async fn ask_to_create(
+async fn ask_to_create(
     transport: &dyn NodeTransport,
     from: NodeId,
     to: NodeId,
@@ -254,7 +296,7 @@ pub(crate) async fn ask_to_create(
 
 /// Ask node `to` to campaign for the leadership of `address`, which `from`
 /// is handing off; the leader after the campaign, within `limit`.
-pub(crate) async fn ask_to_elect(
+async fn ask_to_elect(
     transport: &dyn NodeTransport,
     from: NodeId,
     to: NodeId,

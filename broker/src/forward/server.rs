@@ -164,12 +164,12 @@ impl Server {
     /// This node's own queue at `address`, if it serves it now.
     fn resolve(&self, address: &str) -> Result<Arc<dyn Queue>, String> {
         let address = QueueAddress::parse(address).map_err(|e| e.to_string())?;
-        let registry = self
+        let queues = self
             .fwd
             .upgrade()
-            .and_then(|f| f.registry())
+            .and_then(|f| f.local_queues())
             .ok_or_else(|| "node is shutting down".to_string())?;
-        registry.local_queue(&address)
+        queues.local_queue(&address)
     }
 
     fn link_queue(

@@ -2,7 +2,7 @@
 //! node stops gracefully, so the other nodes need not wait out a lease and
 //! an election time-out to declare queues or change members again. The
 //! protocol is a queue's hand-off (`quorum/handoff.rs`) with the steps of
-//! `crate::leadership`: stop the log from growing, wait until a voter has
+//! `crate::raft::leadership`: stop the log from growing, wait until a voter has
 //! matched it, wait until this leader's own vote is a lease old (a leader
 //! refuses votes before that), keep this node from campaigning, and ask
 //! the target to campaign; this node's grant and the target's own vote
@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use super::service::Metadata;
 use super::types::{MetaReply, MetaRequest};
-use crate::leadership::{campaign, held_at, leads_now, wait_caught_up, wait_out_own_lease};
-use crate::quorum::NodeId;
+use crate::net::NodeId;
+use crate::raft::leadership::{campaign, held_at, leads_now, wait_caught_up, wait_out_own_lease};
 
 /// How long the leader waits for a voter to match its log.
 const CATCH_UP: Duration = Duration::from_secs(2);

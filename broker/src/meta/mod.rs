@@ -16,7 +16,7 @@
 //! This module records intent only (which nodes should hold which queue);
 //! the quorum-queue side (`crate::quorum`) acts on it. It shares the
 //! node's log store and transport with the queues' groups and reuses their
-//! Raft network (`quorum::network`).
+//! Raft network (`raft::network`).
 
 //! # Bootstrapping
 //!

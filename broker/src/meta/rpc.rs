@@ -17,8 +17,9 @@ use tokio::time::Instant;
 use super::service::{MetaError, Metadata};
 use super::state::MetaResponse;
 use super::types::{MetaRaft, MetaReply, MetaRequest, META_GROUP, META_GROUP_NAME};
+use crate::net::NodeId;
 use crate::net::{Envelope, TransportError};
-use crate::quorum::{NodeId, RpcKind};
+use crate::raft::RpcKind;
 
 /// Longest pause between two attempts to reach the leader.
 const BACKOFF_MAX: Duration = Duration::from_millis(500);

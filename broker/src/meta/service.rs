@@ -21,9 +21,9 @@ use tokio::time::Instant;
 use super::state::{ClusterState, MetaCommand, MetaResponse, NodeInfo, QueueInfo};
 use super::state_machine::{MetaStateMachine, Shared};
 use super::types::{MetaRaft, MetaRequest, META_GROUP, META_GROUP_NAME};
+use crate::net::NodeId;
 use crate::net::NodeTransport;
-use crate::quorum::network::GroupNetwork;
-use crate::quorum::NodeId;
+use crate::raft::network::GroupNetwork;
 
 /// Settings of the metadata group (the Raft timings come with the
 /// `openraft::Config` passed to [`Metadata::open`]).
@@ -116,7 +116,7 @@ impl Metadata {
     /// [`Metadata::add_node`].
     ///
     /// The caller routes RPCs for [`META_GROUP`] to [`Metadata::handle_rpc`]
-    /// (or registers the handle as an [`crate::quorum::RpcHandler`]). Returns without
+    /// (or registers the handle as an RPC handler). Returns without
     /// waiting for a leader; requests wait for one, bounded.
     pub async fn open(
         node_id: NodeId,

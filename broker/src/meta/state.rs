@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::quorum::{group_id, GroupId, NodeId};
+use crate::net::NodeId;
+use crate::raft::{group_id, GroupId};
 
 /// Where a node of the cluster can be reached.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -24,7 +25,7 @@ pub struct NodeInfo {
 pub struct QueueInfo {
     /// The queue's name (the part after `/quorum/`).
     pub name: String,
-    /// Its Raft group id (`quorum::group_id(name)`).
+    /// Its Raft group id (`raft::group_id(name)`).
     pub group: GroupId,
     /// The nodes holding a replica; the first is the preferred leader.
     pub members: Vec<NodeId>,

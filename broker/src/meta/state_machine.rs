@@ -22,7 +22,7 @@ use tokio::sync::watch;
 
 use super::state::{ClusterState, MetaResponse};
 use super::types::MetaRaft;
-use crate::quorum::NodeId;
+use crate::net::NodeId;
 
 /// What the state machine holds.
 #[derive(Default)]

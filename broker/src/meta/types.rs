@@ -7,10 +7,11 @@ use std::io::Cursor;
 use serde::{Deserialize, Serialize};
 
 use super::state::{MetaCommand, MetaResponse, NodeInfo};
-use crate::quorum::{GroupId, NodeId, RESERVED_GROUP_ID};
+use crate::net::NodeId;
+use crate::raft::{GroupId, RESERVED_GROUP_ID};
 
 /// The group id of the metadata group in the node's log store and on the
-/// transport. `quorum::group_id` never returns it, so no queue shares it.
+/// transport. `raft::group_id` never returns it, so no queue shares it.
 pub const META_GROUP: GroupId = RESERVED_GROUP_ID;
 
 /// The name the metadata group's envelopes carry in their `queue` field,
@@ -29,7 +30,7 @@ openraft::declare_raft_types!(
         AsyncRuntime = openraft::TokioRuntime,
 );
 
-/// What a node asks the metadata leader to do ([`crate::quorum::RpcKind::MetaPropose`]).
+/// What a node asks the metadata leader to do ([`crate::raft::RpcKind::MetaPropose`]).
 /// Each is idempotent, so a request retried after a lost answer is safe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum MetaRequest {

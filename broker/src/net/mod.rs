@@ -10,7 +10,6 @@
 //! Each node registers one [`NodeHandler`] (the broker's node dispatcher),
 //! which receives both kinds and routes them by [`Envelope::kind`].
 
-mod fabric;
 mod local;
 
 use std::future::Future;
@@ -19,7 +18,6 @@ use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 
-pub use self::fabric::{AdminHandler, FabricSettings, FabricTransport};
 pub use local::LocalTransport;
 
 /// A node of the cluster.

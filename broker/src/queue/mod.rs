@@ -8,15 +8,15 @@
 //! opaque tag the engine chose.
 
 mod address;
+mod directory;
 pub(crate) mod dispatch;
 mod message;
-mod registry;
 mod sink;
 mod transient;
 
 pub use address::{AddressError, QueueAddress, QueueKind, QUEUE_NAME_MAX_BYTES};
+pub use directory::{LookupError, PrepareFuture, QueueDirectory};
 pub use message::{Delivery, Message, MessageId};
-pub use registry::{Registry, RegistryError};
 pub use sink::{QueueEvent, QueueEventKind, Sink};
 pub use transient::TransientQueue;
 

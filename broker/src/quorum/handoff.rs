@@ -43,11 +43,11 @@ use tokio::time::Instant;
 use super::node::{QuorumError, QuorumNode};
 use super::placement::leads;
 use super::queue::QuorumQueue;
-use super::types::NodeId;
-use crate::leadership::{
+use crate::net::NodeId;
+use crate::queue::{Queue, QueueAddress};
+use crate::raft::leadership::{
     campaign, held_at, leads_now, wait_caught_up, wait_out_own_lease, Metrics,
 };
-use crate::queue::{Queue, QueueAddress};
 
 /// How long the leader waits for the target to match its log.
 const CATCH_UP: Duration = Duration::from_secs(2);
@@ -112,8 +112,9 @@ impl QuorumNode {
             match self.hand_off(queue_ref, to, false).await {
                 Ok(done) => {
                     lines.push(done.to_string());
-                    if let (Some(to), Some(meta)) = (to, self.metadata.get()) {
-                        if let Err(error) = meta.move_leader(queue_ref.address().name(), to).await {
+                    if let (Some(to), Some(sets)) = (to, self.replica_sets.get()) {
+                        let name = queue_ref.address().name();
+                        if let Err(error) = sets.set_preferred_leader(name, to).await {
                             tracing::warn!(queue = %queue_ref.address(), %error,
                                 "preferred leader not recorded");
                         }
@@ -245,12 +246,13 @@ impl QuorumNode {
         // campaign runs in the caller's future, and a stopping node lets it
         // go on after it has stopped waiting.
         let mut call = {
-            let transport = self.transport.clone();
-            let address = address.to_owned();
-            let limit = limit + Duration::from_secs(1);
-            tokio::spawn(async move {
-                crate::forward::ask_to_elect(transport.as_ref(), me, target, &address, limit).await
-            })
+            let asked = match self.peers.get() {
+                Some(peers) => {
+                    peers.ask_to_elect(target, address.to_owned(), limit + Duration::from_secs(1))
+                }
+                None => Box::pin(async { Err("no route to other nodes".to_owned()) }),
+            };
+            tokio::spawn(asked)
         };
         let answer_wait = if stopping {
             // About what a campaign needs when this node cannot vote.

@@ -6,29 +6,23 @@
 //! Architecture invariant: this module reaches disk only through
 //! `store_redb` (the log) and its own snapshot files, and other nodes only
 //! through a [`crate::net::NodeTransport`]; it knows nothing of gRPC or
-//! redb tables.
+//! redb tables. It imports neither `crate::meta` (its sibling) nor
+//! `crate::forward` (above it): what it needs from them comes in through
+//! the traits of `cluster_view.rs`, wired by `crate::node`.
 
+mod cluster_view;
 mod compaction;
 mod handoff;
 mod hold;
 mod index;
-pub(crate) mod network;
 mod node;
 mod placement;
 mod queue;
 mod state_machine;
-mod transport;
 mod types;
 
-pub use crate::net::{
-    CallFuture, Envelope, LocalTransport, NodeHandler, NodeTransport, TransportError,
-};
+pub use cluster_view::{BoxFuture, PeerRequests, ReplicaSet, ReplicaSets};
 pub use handoff::HandOff;
-pub(crate) use node::cluster_members;
 pub use node::{QuorumError, QuorumNode};
 pub use queue::QuorumQueue;
-pub use transport::RpcKind;
-pub use types::{
-    group_id, Applied, Command, GroupId, NodeId, QueueRaft, QueueRaftHandle, SettleKind,
-    RESERVED_GROUP_ID,
-};
+pub use types::{Applied, Command, QueueRaft, QueueRaftHandle, SettleKind};

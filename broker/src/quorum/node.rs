@@ -12,17 +12,19 @@ use std::time::Duration;
 use bytes::Bytes;
 use openraft::{BasicNode, Raft, SnapshotPolicy};
 use serde::Serialize;
-use store_redb::{LogStore, LogStoreOptions};
+use store_redb::LogStore;
 use tokio::sync::OnceCell;
 
-use super::network::GroupNetwork;
+use super::cluster_view::{PeerRequests, ReplicaSets};
 use super::queue::QuorumQueue;
 use super::state_machine::{QueueStateMachine, Shared};
-use super::transport::RpcKind;
-use super::types::{group_id, GroupId, NodeId, QueueRaft, QueueRaftHandle};
+use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
+use crate::net::NodeId;
 use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::queue::{Queue, QueueAddress, QueueKind};
+use crate::raft::network::GroupNetwork;
+use crate::raft::{group_id, open_log_store, GroupId, RpcKind};
 
 /// Errors opening or creating quorum queues.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +55,7 @@ pub enum QuorumError {
     Collision(String, String),
     /// The cluster metadata could not record or tell the placement.
     #[error("cluster metadata: {0}")]
-    Metadata(#[from] crate::meta::MetaError),
+    Placement(String),
     /// This node does not lead the queue (so cannot hand it off).
     #[error("{0}: this node does not lead it (leader {1:?})")]
     NotLeader(String, Option<NodeId>),
@@ -81,7 +83,10 @@ pub struct QuorumNode {
     pub(super) config: QuorumConfig,
     pub(super) raft_config: Arc<openraft::Config>,
     groups: Mutex<HashMap<GroupId, GroupCell>>,
-    pub(super) metadata: std::sync::OnceLock<Arc<crate::meta::Metadata>>,
+    /// The cluster's record of replica sets, once the node is wired.
+    pub(super) replica_sets: std::sync::OnceLock<Arc<dyn ReplicaSets>>,
+    /// Requests to other nodes, once the node is wired.
+    pub(super) peers: std::sync::OnceLock<Arc<dyn PeerRequests>>,
     /// Set by [`QuorumNode::shutdown`]: the metadata follower stops.
     pub(super) stopping: std::sync::atomic::AtomicBool,
     /// Groups the metadata no longer places here, since when (see
@@ -105,7 +110,7 @@ impl QuorumNode {
             path: dir.clone(),
             source,
         })?;
-        let store = open_store(&dir.join("raft-log.redb")).await?;
+        let store = open_log_store(&dir.join("raft-log.redb")).await?;
         let raft_config = openraft::Config {
             cluster_name: "ramqp".into(),
             heartbeat_interval: config.heartbeat_interval_ms,
@@ -125,7 +130,8 @@ impl QuorumNode {
             config,
             raft_config: Arc::new(raft_config),
             groups: Mutex::new(HashMap::new()),
-            metadata: std::sync::OnceLock::new(),
+            replica_sets: std::sync::OnceLock::new(),
+            peers: std::sync::OnceLock::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             retiring: Mutex::new(HashMap::new()),
         });
@@ -373,43 +379,10 @@ impl QuorumNode {
 /// the cluster in ring order from a place chosen by the group id. With
 /// metadata attached, `placement.rs` asks the metadata instead.
 pub(crate) fn replicas_of(config: &QuorumConfig, group: GroupId) -> Vec<NodeId> {
-    let all = cluster_members(config);
+    let all = config.cluster_members();
     let start = (group % all.len() as u64) as usize;
     let n = config.replication_factor.clamp(1, all.len());
     (0..n).map(|i| all[(start + i) % all.len()]).collect()
-}
-
-/// Every node of the cluster, sorted (this node alone when `members` is
-/// empty).
-pub(crate) fn cluster_members(config: &QuorumConfig) -> Vec<NodeId> {
-    let mut all = config.members.clone();
-    if !all.contains(&config.node_id) {
-        all.push(config.node_id);
-    }
-    all.sort_unstable();
-    all.dedup();
-    all
-}
-
-/// How long a restarting node waits for its previous incarnation in this
-/// process to let go of the log file.
-const STORE_RELEASE_WAIT: Duration = Duration::from_secs(10);
-
-/// Open the node's log store. When a node is restarted inside the same
-/// process (embedded clusters), tasks of its previous incarnation (an RPC
-/// in flight from a peer, a replication reader) may hold the file for a
-/// moment after shutdown; redb then reports it as already open, and we
-/// retry until it is released, bounded.
-async fn open_store(path: &Path) -> Result<LogStore, QuorumError> {
-    let deadline = tokio::time::Instant::now() + STORE_RELEASE_WAIT;
-    loop {
-        match LogStore::open(path, LogStoreOptions::default()) {
-            Err(e) if e.is_already_open() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            other => return Ok(other?),
-        }
-    }
 }
 
 /// Initialize a group new to this node with `members` (if it is not yet):

@@ -1,5 +1,5 @@
-//! Where quorum queues live. With the cluster metadata attached
-//! ([`QuorumNode::attach_metadata`]) a queue's replica set is the one the
+//! Where quorum queues live. With the cluster's replica sets attached
+//! ([`QuorumNode::attach_replica_sets`]) a queue's replica set is the one the
 //! metadata group recorded when it was declared (first member = preferred
 //! leader); before that (a `QuorumNode` on its own, unit tests) the
 //! deterministic ring placement of `node::replicas_of` applies.
@@ -23,11 +23,12 @@ use std::time::Duration;
 use openraft::{BasicNode, ServerState};
 use tokio::time::Instant;
 
+use super::cluster_view::{PeerRequests, ReplicaSet, ReplicaSets};
 use super::node::{initialize, replicas_of, QuorumError, QuorumNode};
 use super::queue::QuorumQueue;
-use super::types::{group_id, NodeId};
-use crate::meta::{Metadata, QueueInfo};
+use crate::net::NodeId;
 use crate::queue::{Queue, QueueAddress};
+use crate::raft::{group_id, GroupId};
 
 /// How often the metadata follower re-checks without a change (retries of
 /// membership changes that failed or timed out).
@@ -41,36 +42,42 @@ const MEMBERSHIP_STEP: Duration = Duration::from_secs(10);
 const RETIRE_GRACE: Duration = Duration::from_secs(30);
 
 impl QuorumNode {
-    /// Place queues by the cluster metadata from now on, and follow its
-    /// changes (open groups of which this node became a member, apply
-    /// member changes of groups it leads, stop replicas it lost).
-    pub fn attach_metadata(self: &Arc<Self>, metadata: Arc<Metadata>) {
-        if self.metadata.set(metadata.clone()).is_ok() {
-            tokio::spawn(follow_metadata(Arc::downgrade(self), metadata));
+    /// Place queues by the cluster's record of replica sets from now on,
+    /// and follow its changes (open groups of which this node became a
+    /// member, apply member changes of groups it leads, stop replicas it
+    /// lost).
+    pub fn attach_replica_sets(self: &Arc<Self>, sets: Arc<dyn ReplicaSets>) {
+        if self.replica_sets.set(sets.clone()).is_ok() {
+            tokio::spawn(follow_replica_sets(Arc::downgrade(self), sets));
         }
     }
 
-    /// The cluster metadata, once attached.
-    pub fn metadata(&self) -> Option<&Arc<Metadata>> {
-        self.metadata.get()
+    /// Send requests to other nodes (creation by the preferred leader,
+    /// campaigns in a hand-off) through `peers`.
+    pub fn attach_peer_requests(&self, peers: Arc<dyn PeerRequests>) {
+        let _ = self.peers.set(peers);
     }
 
     /// The nodes that hold a replica of `name`, preferred leader first: as
     /// the metadata recorded it, else (not attached, or not declared yet)
     /// the deterministic placement.
     pub fn replicas(&self, name: &str) -> Vec<NodeId> {
-        self.metadata
+        self.replica_sets
             .get()
-            .and_then(|meta| meta.queue(name))
-            .map(|info| info.members)
+            .and_then(|sets| sets.replica_set(name))
+            .map(|set| set.members)
             .unwrap_or_else(|| replicas_of(&self.config, group_id(name)))
     }
 
     /// Declare `name` (idempotent) and return its replicas, preferred
     /// leader first.
     pub async fn place(&self, name: &str) -> Result<Vec<NodeId>, QuorumError> {
-        match self.metadata.get() {
-            Some(meta) => Ok(meta.declare_queue(name).await?.members),
+        match self.replica_sets.get() {
+            Some(sets) => Ok(sets
+                .declare(name)
+                .await
+                .map_err(QuorumError::Placement)?
+                .members),
             None => Ok(replicas_of(&self.config, group_id(name))),
         }
     }
@@ -88,7 +95,7 @@ impl QuorumNode {
         if !members.contains(&self.node_id) {
             return Err(QuorumError::NotReplica(address, self.node_id));
         }
-        let preferred = members.first() == Some(&self.node_id) || self.metadata.get().is_none();
+        let preferred = members.first() == Some(&self.node_id) || self.replica_sets.get().is_none();
         let queue = self
             .ensure_open(name, preferred.then_some(members.as_slice()))
             .await?;
@@ -97,14 +104,14 @@ impl QuorumNode {
             // between the declaration and here.
             initialize(&queue.raft, queue.address(), &members).await?;
         } else if queue.leader().is_none() {
-            let asked = crate::forward::ask_to_create(
-                self.transport.as_ref(),
-                self.node_id,
-                members[0],
-                &address,
-                wait / 2,
-            )
-            .await;
+            let asked = match self.peers.get() {
+                Some(peers) => {
+                    peers
+                        .ask_to_create(members[0], address.clone(), wait / 2)
+                        .await
+                }
+                None => Err("no route to other nodes".to_owned()),
+            };
             if let Err(error) = asked {
                 if queue.leader().is_none() {
                     tracing::info!(queue = %address, preferred = members[0], %error,
@@ -122,10 +129,10 @@ impl QuorumNode {
         Ok(queue)
     }
 
-    /// Bring this node's groups in line with the metadata (one pass).
-    async fn reconcile(&self, metadata: &Metadata) {
+    /// Bring this node's groups in line with the replica sets (one pass).
+    async fn reconcile(&self, sets: &dyn ReplicaSets) {
         let me = self.node_id;
-        for info in metadata.queues() {
+        for info in sets.all() {
             let Ok(address) = QueueAddress::parse(&format!("/quorum/{}", info.name)) else {
                 continue;
             };
@@ -150,7 +157,7 @@ impl QuorumNode {
     /// On the group's leader: make the Raft voters equal the metadata's
     /// members. A leader that is itself dropped hands the leadership to a
     /// remaining member first; that one then applies the change.
-    async fn apply_members(&self, queue: &Arc<QuorumQueue>, info: &QueueInfo) {
+    async fn apply_members(&self, queue: &Arc<QuorumQueue>, info: &ReplicaSet) {
         let desired: BTreeSet<NodeId> = info.members.iter().copied().collect();
         let voters: BTreeSet<NodeId> = {
             let metrics = queue.metrics();
@@ -237,7 +244,7 @@ impl QuorumNode {
 
     fn lock_retiring(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<super::types::GroupId, Instant>> {
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<GroupId, Instant>> {
         self.retiring.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -249,17 +256,17 @@ pub(super) fn leads(queue: &QuorumQueue, me: NodeId) -> bool {
     m.state == ServerState::Leader && m.current_leader == Some(me)
 }
 
-/// The node's metadata follower: one pass per change of the metadata and
+/// The node's replica-set follower: one pass per change of the record and
 /// per tick, until the node stops or goes away.
-async fn follow_metadata(node: Weak<QuorumNode>, metadata: Arc<Metadata>) {
-    let mut changes = metadata.changes();
+async fn follow_replica_sets(node: Weak<QuorumNode>, sets: Arc<dyn ReplicaSets>) {
+    let mut changes = sets.changes();
     loop {
         {
             let Some(node) = node.upgrade() else { return };
             if node.stopping.load(Ordering::Acquire) {
                 return;
             }
-            node.reconcile(&metadata).await;
+            node.reconcile(sets.as_ref()).await;
         }
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return },

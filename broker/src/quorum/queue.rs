@@ -13,8 +13,9 @@ use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
 use super::state_machine::Shared;
-use super::types::{Command, NodeId, QueueRaftHandle, SettleKind, ENQUEUE_BATCH_MAX};
+use super::types::{Command, QueueRaftHandle, SettleKind, ENQUEUE_BATCH_MAX};
 use crate::codec::definitions::condition;
+use crate::net::NodeId;
 use crate::queue::dispatch::{Entry, Settled};
 use crate::queue::{
     ConsumerId, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress,

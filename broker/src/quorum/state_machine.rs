@@ -19,7 +19,8 @@ use openraft::{
 
 use super::compaction::{LogGrowth, SnapshotWanted, ENTRY_OVERHEAD_BYTES};
 use super::index::MessageIndex;
-use super::types::{message_id, Applied, Command, NodeId, QueueRaft, SettleKind};
+use super::types::{message_id, Applied, Command, QueueRaft, SettleKind};
+use crate::net::NodeId;
 use crate::queue::dispatch::{Dispatcher, Entry as QueueEntry};
 use crate::queue::ConsumerId;
 

@@ -2,7 +2,12 @@
 //! gRPC fabric (one HTTP/2 stream per peer, batched). It maps the broker's
 //! [`Envelope`]s one to one onto the fabric's and relays what arrives to the
 //! node's registered [`NodeHandler`]; operator requests (`ramqp-ctl`) are
-//! relayed to the node's [`AdminHandler`].
+//! relayed to the node's [`AdminHandler`]. It keeps the fabric's peers equal
+//! to the cluster's members as the metadata records them.
+//!
+//! It lives in the node assembly because it joins three things below it:
+//! the transport primitives (`crate::net`), the operator's service
+//! (`crate::admin`) and the cluster metadata (`crate::meta`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,15 +16,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{CallFuture, Envelope, NodeHandler, NodeId, NodeTransport, TransportError};
-use crate::admin::ADMIN_ENVELOPE_KIND;
-
-/// Answers operator requests that arrive over the fabric.
-pub trait AdminHandler: Send + Sync + 'static {
-    /// Answer one request (a postcard `AdminRequest`) with a postcard
-    /// `AdminResponse`.
-    fn admin(self: Arc<Self>, payload: Bytes) -> fabric::BoxFuture<'static, Bytes>;
-}
+use crate::admin::{AdminHandler, FabricControl, ADMIN_ENVELOPE_KIND};
+use crate::meta::{Metadata, NodeInfo};
+use crate::net::{CallFuture, Envelope, NodeHandler, NodeId, NodeTransport, TransportError};
 
 /// Where arriving traffic goes: set once the node's handlers exist.
 #[derive(Default)]
@@ -101,23 +100,23 @@ impl fabric::Handler for Relay {
 
 /// The fabric settings the broker uses.
 #[derive(Debug, Clone)]
-pub struct FabricSettings {
+pub(crate) struct FabricSettings {
     /// This node.
-    pub node_id: NodeId,
+    pub(crate) node_id: NodeId,
     /// Shared by every node of the cluster.
-    pub cluster_name: String,
+    pub(crate) cluster_name: String,
     /// The fabric listener.
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// The other nodes.
-    pub peers: BTreeMap<NodeId, SocketAddr>,
+    pub(crate) peers: BTreeMap<NodeId, SocketAddr>,
     /// Largest envelope.
-    pub max_message_bytes: usize,
+    pub(crate) max_message_bytes: usize,
     /// Limit on one call.
-    pub call_timeout: Duration,
+    pub(crate) call_timeout: Duration,
 }
 
 /// The node transport over the fabric.
-pub struct FabricTransport {
+pub(crate) struct FabricTransport {
     fabric: RwLock<Option<Arc<fabric::Fabric>>>,
     relay: Arc<Relay>,
     node_id: NodeId,
@@ -131,7 +130,7 @@ const SEND_QUEUE: usize = 65_536;
 
 impl FabricTransport {
     /// Bind the fabric listener and start dialling the peers.
-    pub async fn start(
+    pub(crate) async fn start(
         settings: FabricSettings,
     ) -> Result<Arc<FabricTransport>, fabric::FabricError> {
         let mut config = fabric::FabricConfig::new(
@@ -155,7 +154,7 @@ impl FabricTransport {
     }
 
     /// The address the fabric listens on.
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
@@ -164,12 +163,12 @@ impl FabricTransport {
     }
 
     /// Route operator requests to `handler`.
-    pub fn set_admin(&self, handler: Weak<dyn AdminHandler>) {
+    pub(crate) fn set_admin(&self, handler: Weak<dyn AdminHandler>) {
         *write(&self.relay.admin) = Some(handler);
     }
 
     /// The peers and whether each is connected now.
-    pub fn peers(&self) -> Vec<(NodeId, SocketAddr, bool)> {
+    pub(crate) fn peers(&self) -> Vec<(NodeId, SocketAddr, bool)> {
         let Some(fabric) = self.fabric() else {
             return Vec::new();
         };
@@ -181,21 +180,14 @@ impl FabricTransport {
     }
 
     /// Start dialling a new peer.
-    pub fn add_peer(&self, id: NodeId, addr: SocketAddr) {
+    pub(crate) fn add_peer(&self, id: NodeId, addr: SocketAddr) {
         if let Some(fabric) = self.fabric() {
             fabric.add_peer(id, addr);
         }
     }
 
-    /// Forget a peer.
-    pub fn remove_peer(&self, id: NodeId) {
-        if let Some(fabric) = self.fabric() {
-            fabric.remove_peer(id);
-        }
-    }
-
     /// Fault injection: cut (or heal) every peer.
-    pub fn set_isolated(&self, isolated: bool) {
+    pub(crate) fn set_isolated(&self, isolated: bool) {
         if let Some(fabric) = self.fabric() {
             for id in fabric.peers().into_keys() {
                 fabric.set_blocked(id, isolated);
@@ -204,7 +196,7 @@ impl FabricTransport {
     }
 
     /// Close every stream and the listener.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let fabric = write(&self.fabric).take();
         if let Some(fabric) = fabric {
             match Arc::try_unwrap(fabric) {
@@ -283,7 +275,7 @@ impl FabricTransport {
     /// or dropped here, without a restart.
     pub(crate) fn follow_members(
         self: &Arc<Self>,
-        metadata: &Arc<crate::meta::Metadata>,
+        metadata: &Arc<Metadata>,
     ) -> tokio::task::JoinHandle<()> {
         let transport = Arc::downgrade(self);
         let metadata = Arc::downgrade(metadata);
@@ -306,7 +298,7 @@ impl FabricTransport {
         })
     }
 
-    fn sync_peers(&self, members: &BTreeMap<NodeId, crate::meta::NodeInfo>) {
+    fn sync_peers(&self, members: &BTreeMap<NodeId, NodeInfo>) {
         let Some(fabric) = self.fabric() else {
             return;
         };
@@ -331,5 +323,23 @@ impl FabricTransport {
                 fabric.remove_peer(*id);
             }
         }
+    }
+}
+
+impl FabricControl for FabricTransport {
+    fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    fn peers(&self) -> Vec<(NodeId, SocketAddr, bool)> {
+        FabricTransport::peers(self)
+    }
+
+    fn add_peer(&self, id: NodeId, addr: SocketAddr) {
+        FabricTransport::add_peer(self, id, addr)
+    }
+
+    fn set_isolated(&self, isolated: bool) {
+        FabricTransport::set_isolated(self, isolated)
     }
 }

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::broker::{Broker, BrokerError};
+use super::broker::{Broker, BrokerError};
+use super::data_dir::TempDir;
 use crate::config::BrokerConfig;
 use crate::net::{LocalTransport, NodeId, NodeTransport};
 use crate::queue::QueueAddress;
@@ -18,7 +19,7 @@ pub struct Cluster {
     transport: Arc<LocalTransport>,
     configs: BTreeMap<NodeId, BrokerConfig>,
     running: BTreeMap<NodeId, Broker>,
-    _dirs: Vec<tempfile::TempDir>,
+    _dirs: Vec<TempDir>,
 }
 
 impl Cluster {
@@ -33,13 +34,12 @@ impl Cluster {
             _dirs: Vec::new(),
         };
         for id in &ids {
-            let dir = tempfile::Builder::new()
-                .prefix(&format!("ramqp-node{id}-"))
-                .tempdir()
-                .map_err(|source| BrokerError::DataDir {
+            let dir = TempDir::new(&format!("ramqp-node{id}-")).map_err(|source| {
+                BrokerError::DataDir {
                     path: std::env::temp_dir(),
                     source,
-                })?;
+                }
+            })?;
             let mut config = base.clone();
             config.data_dir = Some(dir.path().to_path_buf());
             config.quorum.node_id = *id;

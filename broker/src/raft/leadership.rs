@@ -15,7 +15,7 @@ use openraft::{BasicNode, Raft, RaftMetrics, RaftTypeConfig, ServerState};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::quorum::NodeId;
+use crate::net::NodeId;
 
 /// The metrics of a group whose nodes are numbered by [`NodeId`].
 pub(crate) type Metrics = RaftMetrics<NodeId, BasicNode>;

@@ -19,9 +19,8 @@ use openraft::{BasicNode, RaftTypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::transport::RpcKind;
-use super::types::{GroupId, NodeId};
-use crate::net::{Envelope, NodeTransport, TransportError};
+use super::{GroupId, RpcKind};
+use crate::net::{Envelope, NodeId, NodeTransport, TransportError};
 
 /// Creates connections to the other members of one group.
 pub(crate) struct GroupNetwork {

@@ -1,0 +1,330 @@
+//! The embedding API: [`Broker::start`] assembles a node (data directory,
+//! transport, quorum side, cluster metadata, forwarding, queue registry,
+//! operator service), binds the AMQP listener and shuts it all down
+//! gracefully. This is the one place that knows every part of a node.
+//!
+//! Many brokers can run in one process: nothing here is global.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::accept::{accept_loop, SHUTDOWN_GRACE};
+use super::data_dir::DataDir;
+use super::dispatcher::NodeDispatcher;
+use super::fabric::{FabricSettings, FabricTransport};
+use super::registry::Registry;
+use super::replica_sets::MetadataReplicaSets;
+use super::startup::{effective_quorum_config, initial_members, validate};
+use crate::admin::{AdminHandler, AdminService};
+use crate::config::{BrokerConfig, QuorumConfig};
+use crate::engine::ConnectionContext;
+use crate::forward::{Forwarder, LocalQueues, PeerAsker};
+use crate::meta::{MetaOptions, Metadata};
+use crate::net::{LocalTransport, NodeHandler, NodeTransport};
+use crate::queue::{QueueDirectory, QueueStats};
+use crate::quorum::QuorumNode;
+
+/// Errors from starting or stopping a broker.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The listener could not bind its address.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The data directory could not be created or opened.
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The quorum-queue store could not be opened.
+    #[error("quorum queues: {0}")]
+    Quorum(#[from] crate::quorum::QuorumError),
+    /// The configuration is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The fabric (inter-node gRPC) could not start.
+    #[error("fabric: {0}")]
+    Fabric(#[from] fabric::FabricError),
+    /// The cluster metadata could not be opened.
+    #[error("cluster metadata: {0}")]
+    Metadata(#[from] crate::meta::MetaError),
+}
+
+/// A running broker node.
+pub struct Broker {
+    local_addr: SocketAddr,
+    data_dir: DataDir,
+    registry: Arc<Registry>,
+    shutdown: watch::Sender<bool>,
+    accept_task: tokio::task::JoinHandle<()>,
+    quorum: Arc<QuorumNode>,
+    metadata: Arc<Metadata>,
+    transport: Arc<dyn NodeTransport>,
+    /// The fabric, when this node runs in cluster mode between processes.
+    fabric: Option<Arc<FabricTransport>>,
+    /// Registered (weakly) with the transport; kept alive here.
+    _handler: Arc<NodeDispatcher>,
+    _admin: Option<Arc<AdminService>>,
+    node_id: u64,
+}
+
+/// The node's parts that serve queues, assembled in order (each step
+/// needs the ones before it).
+struct Parts {
+    quorum: Arc<QuorumNode>,
+    metadata: Arc<Metadata>,
+    forwarder: Arc<Forwarder>,
+    registry: Arc<Registry>,
+}
+
+impl Broker {
+    /// Bind the listener and start serving. Must be called inside a tokio
+    /// runtime; the broker's tasks run on that runtime.
+    pub async fn start(config: BrokerConfig) -> Result<Broker, BrokerError> {
+        Self::start_with_transport(config, None).await
+    }
+
+    /// Start a node that reaches the other nodes of its cluster through
+    /// `transport` (the in-process one of an embedded cluster, or the
+    /// fabric); `None` for a node on its own (or the fabric, when the
+    /// configuration names a fabric listener).
+    pub async fn start_with_transport(
+        config: BrokerConfig,
+        transport: Option<Arc<dyn NodeTransport>>,
+    ) -> Result<Broker, BrokerError> {
+        validate(&config)?;
+        let data_dir = DataDir::open(config.data_dir.as_deref())
+            .map_err(|(path, source)| BrokerError::DataDir { path, source })?;
+        let listener = bind(config.listen).await?;
+        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let quorum_config = effective_quorum_config(&config);
+        let node_id = quorum_config.node_id;
+        let (transport, fabric) = match transport {
+            Some(transport) => (transport, None),
+            None => start_transport(&config, node_id).await?,
+        };
+        let parts = assemble(&config, &quorum_config, data_dir.path(), &transport).await?;
+        let handler = Arc::new(NodeDispatcher {
+            quorum: parts.quorum.clone(),
+            metadata: parts.metadata.clone(),
+            forwarder: parts.forwarder.clone(),
+        });
+        let weak: Weak<dyn NodeHandler> = Arc::downgrade(&handler) as _;
+        transport.register(node_id, weak);
+        let admin = fabric
+            .as_ref()
+            .map(|fabric| start_admin(&config, node_id, local_addr, &parts, fabric));
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let context = Arc::new(ConnectionContext {
+            container_id: config
+                .container_id
+                .clone()
+                .unwrap_or_else(|| format!("ramqp-{local_addr}")),
+            limits: config.limits.clone(),
+            sasl: config.sasl.clone(),
+            queues: parts.registry.clone() as Arc<dyn QueueDirectory>,
+        });
+        let accept_task = tokio::spawn(accept_loop(listener, context, shutdown_rx));
+        tracing::info!(%local_addr, data_dir = %data_dir.path().display(), "broker listening");
+        Ok(Broker {
+            local_addr,
+            data_dir,
+            registry: parts.registry,
+            shutdown,
+            accept_task,
+            quorum: parts.quorum,
+            metadata: parts.metadata,
+            transport,
+            fabric,
+            _handler: handler,
+            _admin: admin,
+            node_id,
+        })
+    }
+
+    /// The address the AMQP listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// An `amqp://host:port` URL for clients.
+    pub fn url(&self) -> String {
+        format!("amqp://{}", self.local_addr)
+    }
+
+    /// The node's data directory.
+    pub fn data_dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// This node's quorum-queue side (Raft groups).
+    pub fn quorum(&self) -> &Arc<QuorumNode> {
+        &self.quorum
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    /// Names and depths of the queues that exist now.
+    pub fn queues(&self) -> Vec<QueueStats> {
+        self.registry.stats()
+    }
+
+    /// Stop accepting, close every connection with amqp:connection:forced,
+    /// and wait (up to a grace period) for their tasks to end.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let mut accept_task = self.accept_task;
+        if tokio::time::timeout(SHUTDOWN_GRACE * 2, &mut accept_task)
+            .await
+            .is_err()
+        {
+            accept_task.abort();
+        }
+        // Still reachable while handing leadership away: the stopping
+        // leader's vote lets the new leader win at once instead of after
+        // the third node's lease. The queues' groups and the metadata
+        // group hand off at the same time.
+        tokio::join!(
+            self.quorum.shutdown(),
+            self.metadata.hand_off_before_stopping()
+        );
+        self.transport.unregister(self.node_id);
+        self.metadata.shutdown().await;
+        if let Some(fabric) = &self.fabric {
+            fabric.shutdown().await;
+        }
+        tracing::info!(local_addr = %self.local_addr, "broker stopped");
+    }
+
+    /// The cluster metadata as this node has applied it.
+    pub fn metadata(&self) -> &Arc<Metadata> {
+        &self.metadata
+    }
+
+    /// The fabric's listen address, in cluster mode.
+    pub fn fabric_addr(&self) -> Option<SocketAddr> {
+        self.fabric.as_ref().map(|f| f.local_addr())
+    }
+}
+
+async fn bind(listen: SocketAddr) -> Result<TcpListener, BrokerError> {
+    TcpListener::bind(listen)
+        .await
+        .map_err(|source| BrokerError::Bind {
+            addr: listen,
+            source,
+        })
+}
+
+/// The transport a node makes for itself: the gRPC fabric when the
+/// configuration names a fabric listener, else an in-process one (a node
+/// alone).
+async fn start_transport(
+    config: &BrokerConfig,
+    node_id: u64,
+) -> Result<(Arc<dyn NodeTransport>, Option<Arc<FabricTransport>>), BrokerError> {
+    let Some(listen) = config.cluster.fabric_listen else {
+        return Ok((LocalTransport::new() as Arc<dyn NodeTransport>, None));
+    };
+    let fabric = FabricTransport::start(FabricSettings {
+        node_id,
+        cluster_name: config.cluster.name.clone(),
+        listen,
+        peers: config
+            .cluster
+            .peers
+            .iter()
+            .map(|p| (p.id, p.fabric))
+            .collect(),
+        max_message_bytes: config.cluster.max_message_bytes,
+        call_timeout: Duration::from_millis(config.cluster.call_timeout_ms),
+    })
+    .await?;
+    Ok((fabric.clone() as Arc<dyn NodeTransport>, Some(fabric)))
+}
+
+/// Open the quorum side and the cluster metadata on the node's data, wire
+/// them to each other and to forwarding, and make the queue registry.
+async fn assemble(
+    config: &BrokerConfig,
+    quorum_config: &QuorumConfig,
+    data_dir: &Path,
+    transport: &Arc<dyn NodeTransport>,
+) -> Result<Parts, BrokerError> {
+    let node_id = quorum_config.node_id;
+    let quorum = QuorumNode::open(data_dir, transport.clone(), quorum_config.clone())
+        .await
+        .map_err(BrokerError::Quorum)?;
+    let metadata = Metadata::open(
+        node_id,
+        &data_dir.join("meta"),
+        quorum.log_store(),
+        transport.clone(),
+        quorum.raft_config(),
+        initial_members(config, quorum_config),
+        MetaOptions::new(quorum_config.replication_factor),
+    )
+    .await?;
+    quorum.attach_peer_requests(Arc::new(PeerAsker {
+        node_id,
+        transport: transport.clone(),
+    }));
+    quorum.attach_replica_sets(Arc::new(MetadataReplicaSets(metadata.clone())));
+    let forwarder = Forwarder::new(transport.clone(), quorum_config.clone(), quorum.clone());
+    let registry = Arc::new(Registry::new(
+        config.queues.clone(),
+        quorum.clone(),
+        forwarder.clone(),
+    ));
+    let local: Weak<dyn LocalQueues> = Arc::downgrade(&registry) as _;
+    forwarder.set_local_queues(local);
+    Ok(Parts {
+        quorum,
+        metadata,
+        forwarder,
+        registry,
+    })
+}
+
+/// In cluster mode: keep the fabric's peers equal to the metadata's members
+/// and answer `ramqp-ctl` over the fabric.
+fn start_admin(
+    config: &BrokerConfig,
+    node_id: u64,
+    amqp: SocketAddr,
+    parts: &Parts,
+    fabric: &Arc<FabricTransport>,
+) -> Arc<AdminService> {
+    // Ends by itself when the node stops (it holds weak handles).
+    drop(fabric.follow_members(&parts.metadata));
+    let admin = Arc::new(AdminService::new(
+        node_id,
+        amqp,
+        parts.registry.clone(),
+        parts.quorum.clone(),
+        parts.metadata.clone(),
+        fabric.clone(),
+        config.cluster.allow_fault_injection,
+    ));
+    let weak: Weak<dyn AdminHandler> = Arc::downgrade(&admin) as _;
+    fabric.set_admin(weak);
+    admin
+}

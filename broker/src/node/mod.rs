@@ -1,0 +1,31 @@
+//! The node assembly, the top layer: [`Broker`] wires every part of a node
+//! together (data directory, transport, quorum side, cluster metadata,
+//! forwarding, the queue registry, the operator's service) and serves AMQP.
+//! It is the only module that may import every other; nothing imports it.
+//!
+//! - `broker.rs`: [`Broker`], start and graceful stop;
+//! - `startup.rs`: configuration checks and what is derived from it;
+//! - `data_dir.rs`: the data directory (given, or temporary);
+//! - `accept.rs`: the AMQP accept loop;
+//! - `dispatcher.rs`: the node's transport handler (Raft, metadata, forwarding);
+//! - `registry.rs`: queues by address (the engine's `QueueDirectory`);
+//! - `replica_sets.rs`: the cluster metadata as the quorum side's replica sets;
+//! - `fabric.rs`: the node transport over the gRPC fabric, following the
+//!   metadata's members;
+//! - `cluster.rs`: an embedded multi-node cluster for tests (feature
+//!   `test-cluster`).
+
+mod accept;
+mod broker;
+#[cfg(feature = "test-cluster")]
+mod cluster;
+mod data_dir;
+mod dispatcher;
+mod fabric;
+mod registry;
+mod replica_sets;
+mod startup;
+
+pub use broker::{Broker, BrokerError};
+#[cfg(feature = "test-cluster")]
+pub use cluster::Cluster;

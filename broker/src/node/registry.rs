@@ -1,0 +1,226 @@
+//! The node's queues by address: lookup, auto-create on first attach, and
+//! the list for management and metrics. Transient queues owned by this
+//! node live here; quorum queues are opened (and created) through the
+//! node's [`QuorumNode`]. Every `/quorum/` address and every transient
+//! queue owned by another node is served through a [`RoutedQueue`], which
+//! follows the queue's leader or owner.
+//!
+//! It implements the engine's [`QueueDirectory`] and forwarding's
+//! [`LocalQueues`]; neither layer sees this type.
+//!
+//! Locks: `queues` and `routed` are each held only for a map operation,
+//! never together and never while calling into a queue or the quorum node.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use crate::config::QueuesConfig;
+use crate::forward::{Forwarder, LocalQueues, RoutedQueue, Target};
+use crate::queue::{
+    LookupError, PrepareFuture, Queue, QueueAddress, QueueDirectory, QueueKind, QueueStats,
+    TransientQueue,
+};
+use crate::quorum::QuorumNode;
+
+/// All queues of this node.
+pub(crate) struct Registry {
+    config: QueuesConfig,
+    queues: RwLock<HashMap<QueueAddress, Arc<dyn Queue>>>,
+    quorum: Arc<QuorumNode>,
+    forwarder: Arc<Forwarder>,
+    routed: RwLock<HashMap<QueueAddress, Arc<RoutedQueue>>>,
+}
+
+/// Poll period while an attach waits for a routed queue to find its target.
+const TARGET_POLL: Duration = Duration::from_millis(10);
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Registry {
+    /// A registry with the configured queues declared.
+    pub(crate) fn new(
+        config: QueuesConfig,
+        quorum: Arc<QuorumNode>,
+        forwarder: Arc<Forwarder>,
+    ) -> Registry {
+        let registry = Registry {
+            queues: RwLock::new(HashMap::new()),
+            config,
+            quorum,
+            forwarder,
+            routed: RwLock::new(HashMap::new()),
+        };
+        for name in registry.config.declare.clone() {
+            if let Ok(address) = QueueAddress::parse(&format!("/queues/{name}")) {
+                if registry.owns(&address) {
+                    registry.create(address);
+                }
+            }
+        }
+        registry
+    }
+
+    /// Whether this node holds the transient queue at `address` itself.
+    fn owns(&self, address: &QueueAddress) -> bool {
+        self.forwarder.owner_of(address.name()) == self.forwarder.node_id
+    }
+
+    fn create(&self, address: QueueAddress) -> Arc<dyn Queue> {
+        write(&self.queues)
+            .entry(address.clone())
+            .or_insert_with(|| {
+                tracing::info!(queue = %address, "queue created");
+                Arc::new(TransientQueue::new(
+                    address,
+                    self.config.max_messages,
+                    self.config.max_bytes,
+                ))
+            })
+            .clone()
+    }
+
+    fn knows_routed(&self, address: &QueueAddress) -> bool {
+        read(&self.routed).contains_key(address)
+    }
+
+    /// The routed queue for `address`, made on first use.
+    fn routed(&self, address: &QueueAddress) -> Arc<RoutedQueue> {
+        if let Some(queue) = read(&self.routed).get(address) {
+            return queue.clone();
+        }
+        // Looked up before the write lock: the quorum node takes its own.
+        let (local, owner) = match address.kind() {
+            QueueKind::Quorum => (self.quorum.get(address), None),
+            _ => (None, Some(self.forwarder.owner_of(address.name()))),
+        };
+        write(&self.routed)
+            .entry(address.clone())
+            .or_insert_with(|| {
+                RoutedQueue::new(address.clone(), self.forwarder.clone(), local, owner)
+            })
+            .clone()
+    }
+
+    async fn prepare_address(&self, address: &QueueAddress) -> Result<(), LookupError> {
+        if address.kind() != QueueKind::Quorum {
+            if !self.owns(address) {
+                self.wait_for_target(&self.routed(address)).await;
+            }
+            return Ok(());
+        }
+        let unavailable = |e: String| LookupError::QuorumUnavailable(address.to_string(), e);
+        let exists = self.knows_routed(address) || self.quorum.get(address).is_some();
+        if !exists {
+            if !self.config.auto_create {
+                return Err(LookupError::NotFound(address.to_string()));
+            }
+            // Declared in the cluster metadata first: its members decide
+            // where the replicas are (see `quorum/placement.rs`).
+            let members = self
+                .quorum
+                .place(address.name())
+                .await
+                .map_err(|e| unavailable(e.to_string()))?;
+            if members.contains(&self.quorum.node_id()) {
+                self.quorum
+                    .ensure(address.name())
+                    .await
+                    .map_err(|e| unavailable(e.to_string()))?;
+            } else {
+                self.forwarder
+                    .create_remote(address)
+                    .await
+                    .map_err(unavailable)?;
+            }
+        }
+        self.wait_for_target(&self.routed(address)).await;
+        Ok(())
+    }
+
+    /// Wait (bounded by the leader wait) until `routed` knows its target,
+    /// so a fresh link starts without a search.
+    async fn wait_for_target(&self, routed: &RoutedQueue) {
+        let _ = tokio::time::timeout(self.forwarder.leader_wait(), async {
+            while matches!(routed.target(), Target::Searching(_)) {
+                tokio::time::sleep(TARGET_POLL).await;
+            }
+        })
+        .await;
+    }
+
+    fn local_transient(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError> {
+        if let Some(queue) = read(&self.queues).get(address) {
+            return Ok(queue.clone());
+        }
+        if !self.config.auto_create {
+            return Err(LookupError::NotFound(address.to_string()));
+        }
+        Ok(self.create(address.clone()))
+    }
+}
+
+impl QueueDirectory for Registry {
+    /// Make sure the queue at `address` can be looked up: opens or creates
+    /// a quorum queue's Raft group (on a replica; a non-replica asks one),
+    /// and waits, bounded, until a routed queue knows where it is served.
+    fn prepare<'a>(&'a self, address: &'a QueueAddress) -> PrepareFuture<'a> {
+        Box::pin(self.prepare_address(address))
+    }
+
+    /// The queue at `address` as the engine uses it: a routed queue for a
+    /// quorum queue (served here or forwarded) or a transient queue owned
+    /// elsewhere, else this node's transient queue (created if auto-create
+    /// is on).
+    fn lookup(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError> {
+        if address.kind() == QueueKind::Quorum {
+            let known = self.knows_routed(address) || self.quorum.get(address).is_some();
+            if !known {
+                return Err(LookupError::NotFound(address.to_string()));
+            }
+            return Ok(self.routed(address));
+        }
+        if !self.owns(address) {
+            return Ok(self.routed(address));
+        }
+        self.local_transient(address)
+    }
+
+    fn stats(&self) -> Vec<QueueStats> {
+        let mut queues: Vec<Arc<dyn Queue>> = read(&self.queues).values().cloned().collect();
+        queues.extend(
+            self.quorum
+                .queues()
+                .into_iter()
+                .map(|q| q as Arc<dyn Queue>),
+        );
+        let mut stats: Vec<QueueStats> = queues.iter().map(|q| q.stats()).collect();
+        stats.sort_by(|a, b| a.address.cmp(&b.address));
+        stats
+    }
+}
+
+impl LocalQueues for Registry {
+    fn local_queue(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, String> {
+        if address.kind() == QueueKind::Quorum {
+            let queue = self
+                .quorum
+                .get(address)
+                .ok_or_else(|| format!("{address} has no replica here"))?;
+            if !queue.sync_leadership() {
+                return Err(format!("this node does not lead {address}"));
+            }
+            return Ok(queue);
+        }
+        if !self.owns(address) {
+            return Err(format!("this node does not own {address}"));
+        }
+        self.local_transient(address).map_err(|e| e.to_string())
+    }
+}

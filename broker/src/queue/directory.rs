@@ -1,0 +1,35 @@
+//! [`QueueDirectory`]: how the engine (and the operator's view) find queues
+//! by address, without knowing which kind serves them or where. The node
+//! assembly (`crate::node::Registry`) implements it over transient queues,
+//! quorum queues and forwarding.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::{Queue, QueueAddress, QueueStats};
+
+/// Why an address cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The queue does not exist and auto-create is off.
+    #[error("queue {0} does not exist")]
+    NotFound(String),
+    /// The quorum queue could not be opened or created here.
+    #[error("quorum queue {0} is unavailable: {1}")]
+    QuorumUnavailable(String, String),
+}
+
+/// A boxed future of [`QueueDirectory::prepare`].
+pub type PrepareFuture<'a> = Pin<Box<dyn Future<Output = Result<(), LookupError>> + Send + 'a>>;
+
+/// The queues a node serves, by address.
+pub trait QueueDirectory: Send + Sync + 'static {
+    /// Make sure the queue at `address` can be looked up (create it if the
+    /// rules allow; wait, bounded, until it is reachable).
+    fn prepare<'a>(&'a self, address: &'a QueueAddress) -> PrepareFuture<'a>;
+    /// The queue at `address` as a link uses it.
+    fn lookup(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError>;
+    /// Depth and consumers of every queue held here, sorted by address.
+    fn stats(&self) -> Vec<QueueStats>;
+}

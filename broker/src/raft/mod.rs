@@ -1,0 +1,23 @@
+//! Raft plumbing shared by every Raft group of a node: the quorum queues'
+//! groups (`crate::quorum`) and the cluster-metadata group (`crate::meta`).
+//!
+//! - `group.rs`: group ids (derived from a queue's name; id 0 reserved);
+//! - `network.rs`: openraft's network traits over a [`crate::net::NodeTransport`];
+//! - `rpc_kind.rs`: which Raft RPC an [`crate::net::Envelope`] carries;
+//! - `store.rs`: opening the node-wide log store (one redb file);
+//! - `leadership.rs`: the steps of a leadership hand-off that do not depend
+//!   on what a group replicates.
+//!
+//! Architecture invariant: nothing here knows what a group replicates
+//! (queues, messages, cluster members). It sits below `quorum` and `meta`,
+//! which never import each other: what both need lives here.
+
+mod group;
+pub(crate) mod leadership;
+pub(crate) mod network;
+mod rpc_kind;
+mod store;
+
+pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
+pub use rpc_kind::RpcKind;
+pub(crate) use store::open_log_store;
