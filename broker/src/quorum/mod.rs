@@ -15,9 +15,13 @@ mod compaction;
 mod handoff;
 mod hold;
 mod index;
+mod leadership_watch;
 mod node;
 mod placement;
+mod proposer;
+mod publish_gate;
 mod queue;
+mod settle_batcher;
 mod state_machine;
 mod types;
 

@@ -8,43 +8,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::ServerState;
 use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
+use super::leadership_watch::{leads, set_leading, watch_leadership};
+use super::proposer::{propose_in_order, report, Proposal};
+use super::publish_gate::PublishGate;
+use super::settle_batcher::{replicate_settlements, SettleMsg};
 use super::state_machine::Shared;
-use super::types::{Command, QueueRaftHandle, SettleKind, ENQUEUE_BATCH_MAX};
-use crate::codec::definitions::condition;
+use super::types::{QueueRaftHandle, SettleKind};
 use crate::net::NodeId;
-use crate::queue::dispatch::{Entry, Settled};
+use crate::queue::dispatch::Settled;
 use crate::queue::{
     ConsumerId, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress,
-    QueueError, QueueEventKind, QueueStats, Sink,
+    QueueError, QueueStats, Sink,
 };
-
-/// Most settlements proposed in one log entry.
-const SETTLE_BATCH_MAX: usize = 4096;
-
-/// Publishes in flight (proposed, not yet committed) and the publishers
-/// waiting for room.
-struct PublishGate {
-    in_flight: AtomicUsize,
-    max_in_flight: usize,
-    waiters: Mutex<Vec<(Sink, u64)>>,
-}
-
-impl PublishGate {
-    fn done(&self) {
-        let before = self.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if before <= self.max_in_flight {
-            let waiters: Vec<(Sink, u64)> =
-                std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
-            for (sink, tag) in waiters {
-                sink.send(tag, QueueEventKind::Capacity);
-            }
-        }
-    }
-}
 
 /// A replicated queue: one openraft group.
 pub struct QuorumQueue {
@@ -53,7 +31,7 @@ pub struct QuorumQueue {
     pub(crate) raft: QueueRaftHandle,
     shared: Arc<Shared>,
     gate: Arc<PublishGate>,
-    settles: mpsc::UnboundedSender<SettleMsg>,
+    pub(super) settles: mpsc::UnboundedSender<SettleMsg>,
     /// Publishes in order to the proposer task; bounded by `gate`.
     proposals: mpsc::UnboundedSender<Proposal>,
     /// While held, neither publishes nor settlements are proposed (they
@@ -157,277 +135,6 @@ impl QuorumQueue {
             .membership()
             .voter_ids()
             .collect()
-    }
-}
-
-/// Whether the metrics say this node leads.
-fn leads(raft: &QueueRaftHandle, node_id: NodeId) -> bool {
-    let m = raft.metrics();
-    let m = m.borrow();
-    m.state == ServerState::Leader && m.current_leader == Some(node_id)
-}
-
-/// Switch the queue to leading or not: a node that becomes leader builds
-/// its dispatcher from the replicated index; one that stops leading drops
-/// it. Its routed consumers (links of this node's clients) are parked for
-/// their routed queue to move to the new leader; the others (consumers of
-/// forwarded links) are told `Closed`, which the forwarding server ships
-/// back to their node, where they follow the leader the same way.
-/// Idempotent; called by the watchers and before serving a link.
-fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
-    let mut inner = shared.lock();
-    if leading && !inner.leading {
-        inner.leading = true;
-        let entries: Vec<Entry> = inner
-            .index
-            .iter()
-            .map(|(id, stored)| {
-                let mut entry = Entry::new(*id, stored.message.clone());
-                entry.delivery_count = stored.delivery_count;
-                // The previous leader may have delivered it.
-                entry.redelivered = true;
-                entry
-            })
-            .collect();
-        for entry in entries {
-            inner.dispatcher.push_returned(entry);
-        }
-        tracing::info!(%queue, node_id, "leading");
-    } else if !leading && inner.leading {
-        inner.leading = false;
-        for consumer in inner.dispatcher.clear() {
-            if inner.routed.remove(&consumer.id) {
-                inner.orphans.insert(
-                    consumer.id,
-                    (consumer.delivery_count, consumer.credit_limit),
-                );
-                continue;
-            }
-            consumer.sink.send(
-                consumer.tag,
-                QueueEventKind::Closed {
-                    condition: condition::DETACH_FORCED,
-                    description: format!("{queue}: leadership moved away from this node"),
-                },
-            );
-        }
-        tracing::info!(%queue, node_id, "no longer leading");
-    }
-}
-
-/// Follow the group's leadership changes as openraft reports them, and ask
-/// openraft for the snapshots the state machine wants (`compaction`).
-async fn watch_leadership(
-    raft: QueueRaftHandle,
-    shared: Arc<Shared>,
-    node_id: NodeId,
-    queue: String,
-) {
-    let mut metrics = raft.metrics();
-    loop {
-        let leading = {
-            let m = metrics.borrow_and_update();
-            m.state == ServerState::Leader && m.current_leader == Some(node_id)
-        };
-        set_leading(&shared, leading, node_id, &queue);
-        // The same task serves the state machine's snapshot requests: it
-        // holds the Raft handle and ends with the group.
-        loop {
-            tokio::select! {
-                changed = metrics.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    break;
-                }
-                () = shared.snapshot_wanted.wait() => {
-                    if let Err(e) = raft.trigger().snapshot().await {
-                        tracing::debug!(queue, error = %e, "quorum queue: snapshot request refused");
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// A publish waiting to be proposed.
-struct Proposal {
-    message: bytes::Bytes,
-    confirm: Option<PublishConfirm>,
-}
-
-fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
-    if let Some(confirm) = confirm {
-        confirm.sink.send(
-            confirm.tag,
-            QueueEventKind::Published {
-                token: confirm.token,
-                outcome,
-            },
-        );
-    }
-}
-
-/// Raft entries of publishes proposed and not yet committed. openraft 0.9
-/// flushes a group's appends one at a time, so publishes that arrive while
-/// an entry is being flushed wait here and go into the next entry together.
-const ENTRIES_IN_FLIGHT_MAX: usize = 2;
-/// Largest sum of message bytes in one enqueue entry.
-const ENQUEUE_BATCH_MAX_BYTES: usize = 4 * 1024 * 1024;
-
-/// Propose publishes in the order the queue took them, batched into as few
-/// log entries as the flush pace allows, so the log (and so the queue)
-/// keeps publish order and many publishes share each fsync.
-async fn propose_in_order(
-    raft: QueueRaftHandle,
-    mut proposals: mpsc::UnboundedReceiver<Proposal>,
-    gate: Arc<PublishGate>,
-    timeout: Duration,
-    hold: Arc<ProposalHold>,
-) {
-    let slots = Arc::new(tokio::sync::Semaphore::new(ENTRIES_IN_FLIGHT_MAX));
-    let mut carry: Option<Proposal> = None;
-    loop {
-        let first = match carry.take() {
-            Some(p) => p,
-            None => match proposals.recv().await {
-                Some(p) => p,
-                None => return,
-            },
-        };
-        // Wait for a free slot first: publishes keep arriving meanwhile
-        // and join this batch.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let mut bytes = first.message.len();
-        let mut batch = vec![first];
-        while batch.len() < ENQUEUE_BATCH_MAX && bytes < ENQUEUE_BATCH_MAX_BYTES {
-            match proposals.try_recv() {
-                Ok(p) => {
-                    bytes += p.message.len();
-                    batch.push(p);
-                }
-                Err(_) => break,
-            }
-        }
-        if bytes > ENQUEUE_BATCH_MAX_BYTES && batch.len() > 1 {
-            carry = batch.pop();
-        }
-        let (messages, confirms): (Vec<bytes::Bytes>, Vec<Option<PublishConfirm>>) =
-            batch.into_iter().map(|p| (p.message, p.confirm)).unzip();
-        let n = messages.len();
-        let finish = {
-            let gate = gate.clone();
-            move |outcome: Outcome, confirms: Vec<Option<PublishConfirm>>| {
-                for confirm in confirms {
-                    gate.done();
-                    report(confirm, outcome);
-                }
-            }
-        };
-        // During a hand-off the batch waits (the log must stop growing).
-        let Some(pass) = hold.pass().await else {
-            finish(Outcome::Released, confirms);
-            return;
-        };
-        let submitted = raft.client_write_ff(Command::Enqueue { messages }).await;
-        drop(pass);
-        let committed = match submitted {
-            Ok(committed) => committed,
-            Err(error) => {
-                tracing::debug!(%error, n, "publishes not proposed");
-                finish(Outcome::Released, confirms);
-                continue;
-            }
-        };
-        tokio::spawn(async move {
-            // Bounded: without a quorum the publishers hear `released`
-            // (not accepted; send again) instead of waiting forever.
-            let outcome = match tokio::time::timeout(timeout, committed).await {
-                Ok(Ok(Ok(_))) => Outcome::Accepted,
-                Ok(Ok(Err(error))) => {
-                    tracing::debug!(%error, "publishes not committed");
-                    Outcome::Released
-                }
-                Ok(Err(_)) => Outcome::Released,
-                Err(_) => {
-                    tracing::warn!("publishes not committed within {timeout:?}: no quorum?");
-                    Outcome::Released
-                }
-            };
-            drop(slot);
-            finish(outcome, confirms);
-        });
-    }
-}
-
-/// Propose settlements in batches: one log entry per batch and kind.
-async fn replicate_settlements(
-    raft: QueueRaftHandle,
-    mut rx: mpsc::UnboundedReceiver<SettleMsg>,
-    hold: Arc<ProposalHold>,
-) {
-    while let Some(first) = rx.recv().await {
-        let mut remove = Vec::new();
-        let mut failed = Vec::new();
-        let mut flushed = Vec::new();
-        let mut next = Some(first);
-        while let Some(msg) = next {
-            match msg {
-                SettleMsg::Settle(id, SettleKind::Remove) => remove.push(id),
-                SettleMsg::Settle(id, SettleKind::Failed) => failed.push(id),
-                SettleMsg::Flush(done) => {
-                    flushed.push(done);
-                    break;
-                }
-            }
-            if remove.len() + failed.len() >= SETTLE_BATCH_MAX {
-                break;
-            }
-            next = rx.try_recv().ok();
-        }
-        for (ids, kind) in [(remove, SettleKind::Remove), (failed, SettleKind::Failed)] {
-            if ids.is_empty() {
-                continue;
-            }
-            let Some(pass) = hold.pass().await else {
-                return;
-            };
-            let submitted = raft.client_write_ff(Command::Settle { ids, kind }).await;
-            drop(pass);
-            // A failed proposal (leadership lost) is harmless: the new
-            // leader still holds the messages and delivers them again.
-            let committed = match submitted {
-                Ok(committed) => committed.await.map_err(|e| e.to_string()),
-                Err(error) => Err(error.to_string()),
-            };
-            if let Err(error) = committed.and_then(|r| r.map(|_| ()).map_err(|e| e.to_string())) {
-                tracing::debug!(%error, "settlement not replicated");
-            }
-        }
-        for done in flushed {
-            let _ = done.send(());
-        }
-    }
-}
-
-/// What the settlement batcher receives.
-enum SettleMsg {
-    /// Replicate this settlement.
-    Settle(MessageId, SettleKind),
-    /// Answer once every settlement before this one is committed.
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-impl QuorumQueue {
-    /// Wait (bounded) until the settlements taken so far are replicated, so
-    /// a graceful stop does not make accepted messages come back.
-    pub(crate) async fn flush_settlements(&self, limit: Duration) {
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if self.settles.send(SettleMsg::Flush(done)).is_ok() {
-            let _ = tokio::time::timeout(limit, wait).await;
-        }
     }
 }
 

@@ -1,0 +1,105 @@
+//! Following a quorum queue's leadership: a node that becomes leader builds
+//! its dispatcher from the replicated index, one that stops leading drops
+//! it; the watcher task also asks openraft for the snapshots the state
+//! machine wants (`compaction.rs`).
+
+use std::sync::Arc;
+
+use openraft::ServerState;
+
+use super::state_machine::Shared;
+use super::types::QueueRaftHandle;
+use crate::codec::definitions::condition;
+use crate::net::NodeId;
+use crate::queue::dispatch::Entry;
+use crate::queue::QueueEventKind;
+
+/// Whether the metrics say this node leads.
+pub(super) fn leads(raft: &QueueRaftHandle, node_id: NodeId) -> bool {
+    let m = raft.metrics();
+    let m = m.borrow();
+    m.state == ServerState::Leader && m.current_leader == Some(node_id)
+}
+
+/// Switch the queue to leading or not: a node that becomes leader builds
+/// its dispatcher from the replicated index; one that stops leading drops
+/// it. Its routed consumers (links of this node's clients) are parked for
+/// their routed queue to move to the new leader; the others (consumers of
+/// forwarded links) are told `Closed`, which the forwarding server ships
+/// back to their node, where they follow the leader the same way.
+/// Idempotent; called by the watchers and before serving a link.
+pub(super) fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
+    let mut inner = shared.lock();
+    if leading && !inner.leading {
+        inner.leading = true;
+        let entries: Vec<Entry> = inner
+            .index
+            .iter()
+            .map(|(id, stored)| {
+                let mut entry = Entry::new(*id, stored.message.clone());
+                entry.delivery_count = stored.delivery_count;
+                // The previous leader may have delivered it.
+                entry.redelivered = true;
+                entry
+            })
+            .collect();
+        for entry in entries {
+            inner.dispatcher.push_returned(entry);
+        }
+        tracing::info!(%queue, node_id, "leading");
+    } else if !leading && inner.leading {
+        inner.leading = false;
+        for consumer in inner.dispatcher.clear() {
+            if inner.routed.remove(&consumer.id) {
+                inner.orphans.insert(
+                    consumer.id,
+                    (consumer.delivery_count, consumer.credit_limit),
+                );
+                continue;
+            }
+            consumer.sink.send(
+                consumer.tag,
+                QueueEventKind::Closed {
+                    condition: condition::DETACH_FORCED,
+                    description: format!("{queue}: leadership moved away from this node"),
+                },
+            );
+        }
+        tracing::info!(%queue, node_id, "no longer leading");
+    }
+}
+
+/// Follow the group's leadership changes as openraft reports them, and ask
+/// openraft for the snapshots the state machine wants (`compaction`).
+pub(super) async fn watch_leadership(
+    raft: QueueRaftHandle,
+    shared: Arc<Shared>,
+    node_id: NodeId,
+    queue: String,
+) {
+    let mut metrics = raft.metrics();
+    loop {
+        let leading = {
+            let m = metrics.borrow_and_update();
+            m.state == ServerState::Leader && m.current_leader == Some(node_id)
+        };
+        set_leading(&shared, leading, node_id, &queue);
+        // The same task serves the state machine's snapshot requests: it
+        // holds the Raft handle and ends with the group.
+        loop {
+            tokio::select! {
+                changed = metrics.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    break;
+                }
+                () = shared.snapshot_wanted.wait() => {
+                    if let Err(e) = raft.trigger().snapshot().await {
+                        tracing::debug!(queue, error = %e, "quorum queue: snapshot request refused");
+                    }
+                }
+            }
+        }
+    }
+}

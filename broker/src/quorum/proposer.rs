@@ -1,0 +1,126 @@
+//! The proposer task of a quorum queue: publishes go into the Raft log in
+//! the order the queue took them, batched into as few entries as the flush
+//! pace allows, and each publisher hears its outcome once its entry is
+//! committed (or `released` when it cannot be).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::hold::ProposalHold;
+use super::publish_gate::PublishGate;
+use super::types::{Command, QueueRaftHandle, ENQUEUE_BATCH_MAX};
+use crate::queue::{Outcome, PublishConfirm, QueueEventKind};
+
+/// A publish waiting to be proposed.
+pub(super) struct Proposal {
+    pub(super) message: bytes::Bytes,
+    pub(super) confirm: Option<PublishConfirm>,
+}
+
+pub(super) fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
+    if let Some(confirm) = confirm {
+        confirm.sink.send(
+            confirm.tag,
+            QueueEventKind::Published {
+                token: confirm.token,
+                outcome,
+            },
+        );
+    }
+}
+
+/// Raft entries of publishes proposed and not yet committed. openraft 0.9
+/// flushes a group's appends one at a time, so publishes that arrive while
+/// an entry is being flushed wait here and go into the next entry together.
+const ENTRIES_IN_FLIGHT_MAX: usize = 2;
+/// Largest sum of message bytes in one enqueue entry.
+const ENQUEUE_BATCH_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Propose publishes in the order the queue took them, batched into as few
+/// log entries as the flush pace allows, so the log (and so the queue)
+/// keeps publish order and many publishes share each fsync.
+pub(super) async fn propose_in_order(
+    raft: QueueRaftHandle,
+    mut proposals: mpsc::UnboundedReceiver<Proposal>,
+    gate: Arc<PublishGate>,
+    timeout: Duration,
+    hold: Arc<ProposalHold>,
+) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(ENTRIES_IN_FLIGHT_MAX));
+    let mut carry: Option<Proposal> = None;
+    loop {
+        let first = match carry.take() {
+            Some(p) => p,
+            None => match proposals.recv().await {
+                Some(p) => p,
+                None => return,
+            },
+        };
+        // Wait for a free slot first: publishes keep arriving meanwhile
+        // and join this batch.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut bytes = first.message.len();
+        let mut batch = vec![first];
+        while batch.len() < ENQUEUE_BATCH_MAX && bytes < ENQUEUE_BATCH_MAX_BYTES {
+            match proposals.try_recv() {
+                Ok(p) => {
+                    bytes += p.message.len();
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        if bytes > ENQUEUE_BATCH_MAX_BYTES && batch.len() > 1 {
+            carry = batch.pop();
+        }
+        let (messages, confirms): (Vec<bytes::Bytes>, Vec<Option<PublishConfirm>>) =
+            batch.into_iter().map(|p| (p.message, p.confirm)).unzip();
+        let n = messages.len();
+        let finish = {
+            let gate = gate.clone();
+            move |outcome: Outcome, confirms: Vec<Option<PublishConfirm>>| {
+                for confirm in confirms {
+                    gate.done();
+                    report(confirm, outcome);
+                }
+            }
+        };
+        // During a hand-off the batch waits (the log must stop growing).
+        let Some(pass) = hold.pass().await else {
+            finish(Outcome::Released, confirms);
+            return;
+        };
+        let submitted = raft.client_write_ff(Command::Enqueue { messages }).await;
+        drop(pass);
+        let committed = match submitted {
+            Ok(committed) => committed,
+            Err(error) => {
+                tracing::debug!(%error, n, "publishes not proposed");
+                finish(Outcome::Released, confirms);
+                continue;
+            }
+        };
+        tokio::spawn(async move {
+            // Bounded: without a quorum the publishers hear `released`
+            // (not accepted; send again) instead of waiting forever.
+            let outcome = match tokio::time::timeout(timeout, committed).await {
+                Ok(Ok(Ok(_))) => Outcome::Accepted,
+                Ok(Ok(Err(error))) => {
+                    tracing::debug!(%error, "publishes not committed");
+                    Outcome::Released
+                }
+                Ok(Err(_)) => Outcome::Released,
+                Err(_) => {
+                    tracing::warn!("publishes not committed within {timeout:?}: no quorum?");
+                    Outcome::Released
+                }
+            };
+            drop(slot);
+            finish(outcome, confirms);
+        });
+    }
+}

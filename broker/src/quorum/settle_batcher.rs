@@ -1,0 +1,86 @@
+//! The settlement batcher of a quorum queue: settlements are applied to
+//! the leader's dispatcher at once and replicated here in batches (one log
+//! entry per batch and kind), so a new leader neither redelivers what was
+//! accepted nor forgets a failed attempt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::hold::ProposalHold;
+use super::queue::QuorumQueue;
+use super::types::{Command, QueueRaftHandle, SettleKind};
+use crate::queue::MessageId;
+
+/// Most settlements proposed in one log entry.
+const SETTLE_BATCH_MAX: usize = 4096;
+
+/// Propose settlements in batches: one log entry per batch and kind.
+pub(super) async fn replicate_settlements(
+    raft: QueueRaftHandle,
+    mut rx: mpsc::UnboundedReceiver<SettleMsg>,
+    hold: Arc<ProposalHold>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut remove = Vec::new();
+        let mut failed = Vec::new();
+        let mut flushed = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next {
+            match msg {
+                SettleMsg::Settle(id, SettleKind::Remove) => remove.push(id),
+                SettleMsg::Settle(id, SettleKind::Failed) => failed.push(id),
+                SettleMsg::Flush(done) => {
+                    flushed.push(done);
+                    break;
+                }
+            }
+            if remove.len() + failed.len() >= SETTLE_BATCH_MAX {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        for (ids, kind) in [(remove, SettleKind::Remove), (failed, SettleKind::Failed)] {
+            if ids.is_empty() {
+                continue;
+            }
+            let Some(pass) = hold.pass().await else {
+                return;
+            };
+            let submitted = raft.client_write_ff(Command::Settle { ids, kind }).await;
+            drop(pass);
+            // A failed proposal (leadership lost) is harmless: the new
+            // leader still holds the messages and delivers them again.
+            let committed = match submitted {
+                Ok(committed) => committed.await.map_err(|e| e.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            if let Err(error) = committed.and_then(|r| r.map(|_| ()).map_err(|e| e.to_string())) {
+                tracing::debug!(%error, "settlement not replicated");
+            }
+        }
+        for done in flushed {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// What the settlement batcher receives.
+pub(super) enum SettleMsg {
+    /// Replicate this settlement.
+    Settle(MessageId, SettleKind),
+    /// Answer once every settlement before this one is committed.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+impl QuorumQueue {
+    /// Wait (bounded) until the settlements taken so far are replicated, so
+    /// a graceful stop does not make accepted messages come back.
+    pub(crate) async fn flush_settlements(&self, limit: Duration) {
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.settles.send(SettleMsg::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(limit, wait).await;
+        }
+    }
+}
