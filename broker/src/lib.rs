@@ -4,7 +4,7 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below it; the
 //! test `tests/architecture.rs` checks it, `docs/architecture.md` says why):
-//! `codec`; `config`; `net` and `queue`; `engine`; `raft`; `quorum` and
+//! `codec`; `config` and `lock_order`; `net` and `queue`; `engine`; `raft`; `quorum` and
 //! `meta`; `forward`; `admin`; `node`.
 //!
 //! Features: `test-cluster` adds [`Cluster`], several nodes in one process
@@ -23,6 +23,7 @@ pub mod raft;
 
 mod engine;
 mod forward;
+mod lock_order;
 mod node;
 
 pub use config::BrokerConfig;

@@ -15,7 +15,7 @@
 //! pushes to channels.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 use super::protocol::{ToOrigin, ToServer};
 use super::Forwarder;
 use crate::codec::MessageView;
+use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
 use crate::queue::{
     ConsumerId, Delivery, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
@@ -104,7 +105,8 @@ pub(crate) struct RoutedQueue {
     pub(super) local: OnceLock<Arc<QuorumQueue>>,
     /// A transient queue's owner: it never moves.
     pub(super) owner: Option<NodeId>,
-    pub(super) state: Mutex<State>,
+    /// Held while calling into the local quorum queue (see `lock_order.rs`).
+    pub(super) state: OrderedMutex<State>,
     /// Wakes the follower task (a send failed, a link was closed).
     pub(super) kick: Notify,
     /// Most publishes in flight to a remote target.
@@ -127,16 +129,19 @@ impl RoutedQueue {
             fwd,
             local: local.map(OnceLock::from).unwrap_or_default(),
             owner,
-            state: Mutex::new(State {
-                target: Target::Searching(Instant::now()),
-                next_consumer: 0,
-                consumers: HashMap::new(),
-                pub_link: None,
-                next_token: 0,
-                pending: HashMap::new(),
-                backlog: VecDeque::new(),
-                waiters: Vec::new(),
-            }),
+            state: OrderedMutex::new(
+                Rank::RoutedQueue,
+                State {
+                    target: Target::Searching(Instant::now()),
+                    next_consumer: 0,
+                    consumers: HashMap::new(),
+                    pub_link: None,
+                    next_token: 0,
+                    pending: HashMap::new(),
+                    backlog: VecDeque::new(),
+                    waiters: Vec::new(),
+                },
+            ),
             kick: Notify::new(),
             window,
             weak: weak.clone(),
@@ -145,9 +150,9 @@ impl RoutedQueue {
         queue
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> OrderedGuard<'_, State> {
         // Every step on the state is short and leaves it consistent.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     pub(super) fn local(&self) -> Option<&Arc<QuorumQueue>> {

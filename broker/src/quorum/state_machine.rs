@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -20,6 +20,7 @@ use openraft::{
 use super::compaction::{LogGrowth, SnapshotWanted, ENTRY_OVERHEAD_BYTES};
 use super::index::MessageIndex;
 use super::types::{message_id, Applied, Command, QueueRaft, SettleKind};
+use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
 use crate::queue::dispatch::{Dispatcher, Entry as QueueEntry};
 use crate::queue::ConsumerId;
@@ -46,9 +47,8 @@ pub(crate) struct Inner {
 }
 
 /// The lock around [`Inner`]; held only for short, non-async steps.
-#[derive(Default)]
 pub(crate) struct Shared {
-    inner: Mutex<Inner>,
+    inner: OrderedMutex<Inner>,
     /// Log bytes after which the state machine asks for a snapshot even if
     /// openraft's entry count has not come round (0: never by size).
     snapshot_floor_bytes: u64,
@@ -59,13 +59,14 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(snapshot_floor_bytes: u64) -> Shared {
         Shared {
+            inner: OrderedMutex::new(Rank::QuorumQueue, Inner::default()),
             snapshot_floor_bytes,
-            ..Shared::default()
+            snapshot_wanted: SnapshotWanted::default(),
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn lock(&self) -> OrderedGuard<'_, Inner> {
+        self.inner.lock()
     }
 }
 

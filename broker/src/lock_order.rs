@@ -1,0 +1,130 @@
+//! The lock order of the broker, written down and checked in debug builds.
+//!
+//! Two locks are ever held together in one place only: a routed queue's
+//! link state (`forward/routed.rs`, [`Rank::RoutedQueue`]) is held while it
+//! calls into the local quorum queue, whose state machine lock
+//! ([`Rank::QuorumQueue`]) is taken inside. Never the reverse: a quorum
+//! queue talks back to routed queues only through sinks (channels). Moving
+//! a link to a new leader needs the routed lock across those calls, so the
+//! order is kept rather than the nesting removed.
+//!
+//! [`OrderedMutex`] is a `std::sync::Mutex` that, in debug builds, records
+//! the ranks a thread holds and panics when a lock is taken while one of an
+//! equal or higher rank is held. Release builds pay nothing.
+
+use std::sync::{Mutex, MutexGuard};
+
+/// Lock ranks, lowest first: a thread may take a lock only while every lock
+/// it holds has a lower rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Rank {
+    /// A routed queue's link state.
+    RoutedQueue = 10,
+    /// A quorum queue's state machine (index and dispatcher).
+    QuorumQueue = 20,
+}
+
+#[cfg(debug_assertions)]
+thread_local! {
+    static HELD: std::cell::RefCell<Vec<Rank>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A mutex with a rank in the lock order.
+#[derive(Debug)]
+pub(crate) struct OrderedMutex<T> {
+    rank: Rank,
+    inner: Mutex<T>,
+}
+
+/// The guard of an [`OrderedMutex`].
+pub(crate) struct OrderedGuard<'a, T> {
+    #[cfg(debug_assertions)]
+    rank: Rank,
+    guard: MutexGuard<'a, T>,
+}
+
+impl<T> OrderedMutex<T> {
+    pub(crate) fn new(rank: Rank, value: T) -> OrderedMutex<T> {
+        OrderedMutex {
+            rank,
+            inner: Mutex::new(value),
+        }
+    }
+
+    /// Lock it. A poisoned lock is taken anyway: every step on the guarded
+    /// state leaves it consistent.
+    pub(crate) fn lock(&self) -> OrderedGuard<'_, T> {
+        #[cfg(debug_assertions)]
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(top) = held.iter().max() {
+                assert!(
+                    *top < self.rank,
+                    "lock order violated: taking {:?} while holding {top:?} (see lock_order.rs)",
+                    self.rank
+                );
+            }
+            held.push(self.rank);
+        });
+        OrderedGuard {
+            #[cfg(debug_assertions)]
+            rank: self.rank,
+            guard: self.inner.lock().unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+}
+
+impl<T> Drop for OrderedGuard<'_, T> {
+    fn drop(&mut self) {
+        #[cfg(debug_assertions)]
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if let Some(at) = held.iter().rposition(|r| *r == self.rank) {
+                held.remove(at);
+            }
+        });
+    }
+}
+
+impl<T> std::ops::Deref for OrderedGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.guard
+    }
+}
+
+impl<T> std::ops::DerefMut for OrderedGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.guard
+    }
+}
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_order_is_allowed() {
+        let routed = OrderedMutex::new(Rank::RoutedQueue, ());
+        let quorum = OrderedMutex::new(Rank::QuorumQueue, ());
+        let _a = routed.lock();
+        let _b = quorum.lock();
+    }
+
+    #[test]
+    #[should_panic(expected = "lock order violated")]
+    fn the_reverse_order_panics() {
+        let routed = OrderedMutex::new(Rank::RoutedQueue, ());
+        let quorum = OrderedMutex::new(Rank::QuorumQueue, ());
+        let _b = quorum.lock();
+        let _a = routed.lock();
+    }
+
+    #[test]
+    fn a_released_lock_no_longer_counts() {
+        let routed = OrderedMutex::new(Rank::RoutedQueue, ());
+        let quorum = OrderedMutex::new(Rank::QuorumQueue, ());
+        drop(quorum.lock());
+        let _a = routed.lock();
+    }
+}
