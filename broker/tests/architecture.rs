@@ -105,7 +105,7 @@ fn crate_refs(line: &str) -> Vec<String> {
     while let Some(at) = rest.find("crate::") {
         let before = rest[..at].chars().last();
         rest = &rest[at + "crate::".len()..];
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
             continue; // e.g. `$crate::` or `other_crate::`
         }
         let name: String = rest

@@ -198,109 +198,119 @@ impl Server {
     pub(super) fn on_message(&self, origin: NodeId, message: ToServer, payload: Bytes) {
         let sink = self.sink_for(origin);
         match message {
-            ToServer::Publisher { link, address } => match self.resolve(&address) {
-                Ok(queue) => {
-                    self.links.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                        (origin, link),
-                        ServerLink {
-                            queue,
-                            consumer: None,
-                        },
-                    );
-                }
-                Err(reason) => Self::closed(&sink, link, reason),
-            },
+            ToServer::Publisher { link, address } => {
+                self.on_publisher(origin, &sink, link, &address)
+            }
             ToServer::Publish { link, token } => {
-                let released = |reason: String| {
-                    sink.send(
-                        link,
-                        QueueEventKind::Published {
-                            token,
-                            outcome: Outcome::Released,
-                        },
-                    );
-                    Self::closed(&sink, link, reason);
-                };
-                let Some((queue, _)) = self.link_queue(origin, link) else {
-                    return released(format!("unknown link {link}"));
-                };
-                let Ok(view) = MessageView::scan(&payload) else {
-                    sink.send(
-                        link,
-                        QueueEventKind::Published {
-                            token,
-                            outcome: Outcome::Rejected,
-                        },
-                    );
-                    return;
-                };
-                let message = Message {
-                    header: view.header,
-                    header_len: view.header_len as u32,
-                    bytes: payload,
-                };
-                let confirm = PublishConfirm {
-                    sink: sink.clone(),
-                    tag: link,
-                    token,
-                };
-                match queue.publish(message, Some(confirm)) {
-                    Ok(PublishStatus::Accepted) => {
-                        sink.send(
-                            link,
-                            QueueEventKind::Published {
-                                token,
-                                outcome: Outcome::Accepted,
-                            },
-                        );
-                    }
-                    Ok(PublishStatus::Pending) => {}
-                    Err(error) => released(error.to_string()),
-                }
+                self.on_publish(origin, &sink, link, token, payload)
             }
             ToServer::Subscribe { link, address } => {
-                let subscribed = self.resolve(&address).and_then(|q| {
-                    Ok((
-                        q.subscribe(sink.clone(), link).map_err(|e| e.to_string())?,
-                        q,
-                    ))
-                });
-                match subscribed {
-                    Ok((consumer, queue)) => {
-                        self.links.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                            (origin, link),
-                            ServerLink {
-                                queue,
-                                consumer: Some(consumer),
-                            },
-                        );
-                    }
-                    Err(reason) => Self::closed(&sink, link, reason),
-                }
+                self.on_subscribe(origin, &sink, link, &address)
             }
             ToServer::Flow {
                 link,
                 credit_limit,
                 drain,
-            } => match self.link_queue(origin, link) {
-                Some((queue, Some(consumer))) => queue.flow(consumer, credit_limit, drain),
-                _ => Self::closed(&sink, link, format!("unknown link {link}")),
-            },
-            // On an unknown link: the origin thinks it is attached here,
-            // but the link was dropped; `Closed` makes it re-attach.
+            } => self.with_consumer(origin, &sink, link, |queue, consumer| {
+                queue.flow(consumer, credit_limit, drain)
+            }),
             ToServer::Settle {
                 link,
                 message,
                 outcome,
-            } => match self.link_queue(origin, link) {
-                Some((queue, Some(consumer))) => queue.settle(consumer, message, outcome),
-                _ => Self::closed(&sink, link, format!("unknown link {link}")),
-            },
-            ToServer::Undeliver { link, message } => match self.link_queue(origin, link) {
-                Some((queue, Some(consumer))) => queue.undeliver(consumer, message),
-                _ => Self::closed(&sink, link, format!("unknown link {link}")),
-            },
+            } => self.with_consumer(origin, &sink, link, |queue, consumer| {
+                queue.settle(consumer, message, outcome)
+            }),
+            ToServer::Undeliver { link, message } => {
+                self.with_consumer(origin, &sink, link, |queue, consumer| {
+                    queue.undeliver(consumer, message)
+                })
+            }
             ToServer::Close { link } => self.close(origin, link),
+        }
+    }
+
+    /// A publishing link from `origin` attaches to the queue at `address`.
+    fn on_publisher(&self, origin: NodeId, sink: &Sink, link: u64, address: &str) {
+        match self.resolve(address) {
+            Ok(queue) => self.add_link(origin, link, queue, None),
+            Err(reason) => Self::closed(sink, link, reason),
+        }
+    }
+
+    /// One forwarded publish: scan the header again, publish to the local
+    /// queue with a confirm that reports to the origin's sink.
+    fn on_publish(&self, origin: NodeId, sink: &Sink, link: u64, token: u64, payload: Bytes) {
+        let report = |outcome: Outcome| {
+            sink.send(link, QueueEventKind::Published { token, outcome });
+        };
+        let Some((queue, _)) = self.link_queue(origin, link) else {
+            report(Outcome::Released);
+            return Self::closed(sink, link, format!("unknown link {link}"));
+        };
+        let Ok(view) = MessageView::scan(&payload) else {
+            return report(Outcome::Rejected);
+        };
+        let message = Message {
+            header: view.header,
+            header_len: view.header_len as u32,
+            bytes: payload,
+        };
+        let confirm = PublishConfirm {
+            sink: sink.clone(),
+            tag: link,
+            token,
+        };
+        match queue.publish(message, Some(confirm)) {
+            Ok(PublishStatus::Accepted) => report(Outcome::Accepted),
+            Ok(PublishStatus::Pending) => {}
+            Err(error) => {
+                report(Outcome::Released);
+                Self::closed(sink, link, error.to_string());
+            }
+        }
+    }
+
+    /// A consuming link from `origin` subscribes to the queue at `address`.
+    fn on_subscribe(&self, origin: NodeId, sink: &Sink, link: u64, address: &str) {
+        let subscribed = self.resolve(address).and_then(|q| {
+            Ok((
+                q.subscribe(sink.clone(), link).map_err(|e| e.to_string())?,
+                q,
+            ))
+        });
+        match subscribed {
+            Ok((consumer, queue)) => self.add_link(origin, link, queue, Some(consumer)),
+            Err(reason) => Self::closed(sink, link, reason),
+        }
+    }
+
+    fn add_link(
+        &self,
+        origin: NodeId,
+        link: u64,
+        queue: Arc<dyn Queue>,
+        consumer: Option<ConsumerId>,
+    ) {
+        self.links
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((origin, link), ServerLink { queue, consumer });
+    }
+
+    /// Run `step` on a consumer link. On an unknown link the origin thinks
+    /// it is attached here, but the link was dropped: `Closed` makes it
+    /// re-attach.
+    fn with_consumer(
+        &self,
+        origin: NodeId,
+        sink: &Sink,
+        link: u64,
+        step: impl FnOnce(&dyn Queue, ConsumerId),
+    ) {
+        match self.link_queue(origin, link) {
+            Some((queue, Some(consumer))) => step(queue.as_ref(), consumer),
+            _ => Self::closed(sink, link, format!("unknown link {link}")),
         }
     }
 
