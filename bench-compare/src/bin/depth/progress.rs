@@ -12,10 +12,9 @@ use tokio::task::JoinHandle;
 /// How often a line is printed.
 const EVERY: Duration = Duration::from_secs(2);
 
-#[derive(Default)]
 struct Shared {
-    /// What is running ("" = nothing to report).
-    label: Mutex<String>,
+    /// What is running ("" = nothing to report), and since when.
+    label: Mutex<(String, Instant)>,
     /// Messages done in the current phase, and its goal.
     done: AtomicU64,
     goal: AtomicU64,
@@ -32,7 +31,12 @@ pub(crate) struct Progress {
 impl Progress {
     /// Start the printer task.
     pub(crate) fn start() -> Progress {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            label: Mutex::new((String::new(), Instant::now())),
+            done: AtomicU64::new(0),
+            goal: AtomicU64::new(0),
+            depth: AtomicU64::new(0),
+        });
         let printer = tokio::spawn(print_loop(shared.clone()));
         Progress { shared, printer }
     }
@@ -40,7 +44,7 @@ impl Progress {
     /// A new phase: `goal` messages, `label` names it.
     pub(crate) fn phase(&self, label: &str, goal: u64) {
         if let Ok(mut l) = self.shared.label.lock() {
-            *l = label.to_string();
+            *l = (label.to_string(), Instant::now());
         }
         self.shared.done.store(0, Ordering::Relaxed);
         self.shared.goal.store(goal, Ordering::Relaxed);
@@ -67,17 +71,21 @@ impl Drop for Progress {
 async fn print_loop(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(EVERY);
     tick.tick().await;
-    let (mut last_label, mut last_done, mut last_at) = (String::new(), 0u64, Instant::now());
+    let (mut last_since, mut last_done, mut last_at) = (Instant::now(), 0u64, Instant::now());
     let mut last_move = Instant::now();
     loop {
         tick.tick().await;
-        let label = shared.label.lock().map(|l| l.clone()).unwrap_or_default();
+        let (label, since) = match shared.label.lock() {
+            Ok(l) => l.clone(),
+            Err(_) => return,
+        };
         let done = shared.done.load(Ordering::Relaxed);
         let now = Instant::now();
-        if label != last_label || done < last_done {
+        if since != last_since || done < last_done {
             // A new phase since the last line: rate from its start.
             last_done = 0;
-            last_move = now;
+            last_at = since;
+            last_move = since;
         }
         if done != last_done {
             last_move = now;
@@ -96,6 +104,6 @@ async fn print_loop(shared: Arc<Shared>) {
                 "depth: {label}: {done}/{goal}, {rate:.0} msg/s, queue depth {depth}{stalled}"
             );
         }
-        (last_label, last_done, last_at) = (label, done, now);
+        (last_since, last_done, last_at) = (since, done, now);
     }
 }
