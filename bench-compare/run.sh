@@ -9,6 +9,7 @@
 #   bench-compare/run.sh --quick          # small N, 1 trial (< 5 min)
 #   bench-compare/run.sh --no-rabbitmq --out /tmp/res
 #   bench-compare/run.sh --quick --permsg # + per-message cost under valgrind
+#   BENCH_DEPTH=1 bench-compare/run.sh    # + the `depth` bin (one deep queue)
 #
 # Results: docs/benchmarks/results/<UTC date-time>/ (or --out DIR):
 # machine.json, <leg>-<scenario>-<client>.json and
@@ -22,6 +23,7 @@ usage() {
 usage: bench-compare/run.sh [--quick] [--no-rabbitmq] [--no-charts]
                             [--trials N] [--out DIR] [--legs LIST]
                             [--rig-clients LIST] [--no-rig] [--permsg]
+                            [--depth]
   --quick        small --n/--lat-n/--warmup, short rig runs at 256 B only,
                  1 trial (also BENCH_QUICK=1)
   --no-rabbitmq  skip the RabbitMQ leg (also BENCH_NO_RABBITMQ=1)
@@ -38,6 +40,10 @@ usage: bench-compare/run.sh [--quick] [--no-rabbitmq] [--no-charts]
   --permsg       also run bench-compare/permsg.sh (instructions and
                  allocations per message under valgrind; slow, never part
                  of --quick on its own)
+  --depth        also run the `depth` bin (one queue filled in stages, then
+                 drained) on the inproc, brokerd and rabbitmq legs, quorum
+                 queues only (also BENCH_DEPTH=1); --quick: checkpoints
+                 0,10k,50k
 Environment: CARGO_TARGET_DIR (build dir), BENCH_RMQ_PORT (5699),
 BENCH_RMQ_MGMT_PORT (15699), BENCH_RMQ_DIST_PORT (25699), BENCH_KEEP_WORK=1
 (keep broker data dirs and logs under <out>/work).
@@ -52,6 +58,7 @@ OUT=
 LEGS=inproc,brokerd,cluster,rabbitmq
 RIG_CLIENTS=${BENCH_RIG_CLIENTS:-raw}
 PERMSG=0
+DEPTH=${BENCH_DEPTH:-0}
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -63,6 +70,7 @@ while [ $# -gt 0 ]; do
     --rig-clients) RIG_CLIENTS=$2; shift ;;
     --no-rig) RIG_CLIENTS= ;;
     --permsg) PERMSG=1 ;;
+    --depth) DEPTH=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -87,12 +95,14 @@ if [ "$QUICK" = 1 ]; then
     RIG_FLAGS=(--sizes 256 --warmup 1 --duration 3)
     RATE_FLAGS=(--sizes 256 --warmup 1 --duration 3)
     RUN_TIMEOUT=120
+    DEPTH_FLAGS=(--checkpoints 0,10k,50k --probe 500)
 else
     TRIALS=${TRIALS:-3}
     SIZE_FLAGS=()
     RIG_FLAGS=(--sizes 64,256,1k,8k --warmup 2 --duration 10)
     RATE_FLAGS=(--sizes 256 --warmup 2 --duration 10)
     RUN_TIMEOUT=1800
+    DEPTH_FLAGS=()
 fi
 IFS=, read -r -a RIG_CLIENT_LIST <<<"$RIG_CLIENTS"
 if [ "$NO_RMQ" = 1 ]; then
@@ -222,6 +232,15 @@ rate_one() {
         --rate 1000 "${RATE_FLAGS[@]}" "$@"
 }
 
+# depth_one LEG QUEUE ARGS...: one `depth` run (--depth) -> depth-LEG-QUEUE-raw.json/.err
+depth_one() {
+    local leg=$1 queue=$2
+    shift 2
+    if [ "$DEPTH" = 1 ]; then
+        run_bin "depth-$leg-$queue-raw" depth "${DEPTH_FLAGS[@]}" "$@"
+    fi
+}
+
 scenario_flags() {
     # scenario_flags SCENARIO CLASSIC_ADDR QUORUM_ADDR -> flags on stdout
     case "$1" in
@@ -248,6 +267,7 @@ leg_inproc() {
         rate_one inproc transient "$c" --address /queues/rate
         rate_one inproc quorum "$c" --address /quorum/rate
     done
+    depth_one inproc quorum --address /quorum/depth
 }
 
 brokerd_start() {
@@ -301,6 +321,15 @@ leg_brokerd() {
             brokerd_stop
         done
     done
+    if [ "$DEPTH" = 1 ]; then
+        if brokerd_start depth-quorum; then
+            depth_one brokerd quorum --url "amqp://$BROKERD_ADDR" --pid "$BROKERD_PID" \
+                --data-dir "$BROKERD_DIR" --address /quorum/depth
+            brokerd_stop
+        else
+            FAILED+=(depth-brokerd-quorum)
+        fi
+    fi
 }
 
 RMQ_PORT=${BENCH_RMQ_PORT:-5699}
@@ -356,6 +385,9 @@ EOF
     curl -fsS -u guest:guest -X PUT -H 'content-type: application/json' \
         -d '{"durable":true,"arguments":{"x-queue-type":"quorum"}}' \
         "http://127.0.0.1:$RMQ_MGMT/api/queues/%2F/qlat" >&2 || return 1
+    curl -fsS -u guest:guest -X PUT -H 'content-type: application/json' \
+        -d '{"durable":true,"arguments":{"x-queue-type":"quorum"}}' \
+        "http://127.0.0.1:$RMQ_MGMT/api/queues/%2F/qdepth" >&2 || return 1
     RMQ_PID=$(cat "$RMQ_DIR/pid")
 }
 
@@ -388,6 +420,8 @@ leg_rabbitmq() {
         rate_one rabbitmq quorum "$c" --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
             --pid "$RMQ_PID" --address /amq/queue/qlat
     done
+    depth_one rabbitmq quorum --url "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
+        --pid "$RMQ_PID" --data-dir "$RMQ_DIR/mnesia" --address /amq/queue/qdepth
     rmq_stop
 }
 
