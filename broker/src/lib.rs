@@ -2,6 +2,7 @@
 //! link engine, queues behind one narrow interface, and the embedding API
 //! ([`Broker`]) used by `ramqp-brokerd` and by tests.
 #![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod codec;
