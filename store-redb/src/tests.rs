@@ -99,9 +99,11 @@ async fn appended_entries_are_readable_before_they_are_durable() {
     // The writer has taken the append off its queue: from here on it can
     // only be inside `begin_write`, waiting for `blocker`.
     wait_until(|| store.queued_requests() == 0).await;
-    holds_for(Duration::from_millis(50), "flushed before the commit", || {
-        flushed.load(Ordering::SeqCst) == 0
-    })
+    holds_for(
+        Duration::from_millis(50),
+        "flushed before the commit",
+        || flushed.load(Ordering::SeqCst) == 0,
+    )
     .await;
     assert_eq!(group.tail_len(), 5);
     let got = reader.try_get_log_entries(0..10).await.unwrap();
