@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The test command of this repository: build everything, run the Rust tests,
-# then run the Qpid Proton interop suite (tests/interop) against the
-# ramqp-brokerd binary that was just built.
+# The test command of this repository: build everything, check formatting
+# and clippy lints, run the Rust tests, then run the Qpid Proton interop
+# suite (tests/interop) against the ramqp-brokerd binary that was just built.
 #
 #   scripts/test.sh              # everything
 #   scripts/test.sh -k drain     # extra arguments go to pytest
 #
-# Needs: cargo, Debian's /usr/bin/python3 with python3-qpid-proton and
-# python3-pytest (.ci/run installs them on a fresh machine).
+# Needs: cargo with the rustfmt and clippy components, Debian's
+# /usr/bin/python3 with python3-qpid-proton and python3-pytest (.ci/run
+# installs them on a fresh machine).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +25,14 @@ fi
 
 echo "==> cargo build --workspace --all-targets"
 cargo build --workspace --all-targets
+
+# Lint gates, before the tests: a formatting difference or a clippy warning
+# fails the run as surely as a failing test.
+echo "==> cargo fmt --all --check"
+cargo fmt --all --check
+
+echo "==> cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 
 echo "==> cargo test --workspace"
 cargo test --workspace

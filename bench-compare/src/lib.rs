@@ -3,6 +3,8 @@
 //! bodies ([`payload`]), the broker under test ([`target`]) and the result
 //! plumbing ([`report`]).
 
+#![forbid(unsafe_code)]
+
 pub mod amqp;
 pub mod payload;
 pub mod raw;

@@ -240,12 +240,12 @@ async fn full_queue_holds_publishers_back_without_loss() {
         completed.load(Ordering::SeqCst) >= LIMIT
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        completed.load(Ordering::SeqCst),
-        LIMIT,
-        "sends beyond queues.max_messages must wait"
-    );
+    holds_for(
+        Duration::from_millis(500),
+        "sends beyond queues.max_messages must wait",
+        || completed.load(Ordering::SeqCst) == LIMIT,
+    )
+    .await;
     assert_eq!(depth(&broker, "bounded").map(|d| d.0), Some(LIMIT));
 
     // A consumer takes one: exactly one more send goes through.
@@ -259,8 +259,12 @@ async fn full_queue_holds_publishers_back_without_loss() {
         completed.load(Ordering::SeqCst) == LIMIT + 1
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(completed.load(Ordering::SeqCst), LIMIT + 1);
+    holds_for(
+        Duration::from_millis(300),
+        "one message taken lets exactly one more send through",
+        || completed.load(Ordering::SeqCst) == LIMIT + 1,
+    )
+    .await;
 
     // Consume the rest: every message exactly once, in order.
     let mut got = vec![text];

@@ -85,15 +85,38 @@ async fn shutdown_closes_clients_and_frees_the_port() {
     let mut connection = connect(&broker, "victim").await;
     let mut session = begin_session(&mut connection).await;
     let mut rx = attach_receiver(&mut session, "rx", "waiting", 5).await;
+    let (parked_tx, parked) = tokio::sync::oneshot::channel();
     let waiting = tokio::spawn(async move {
-        let result = rx.recv::<AnyBody>().await;
+        let result = {
+            let recv = rx.recv::<AnyBody>();
+            tokio::pin!(recv);
+            // Poll the receive once before telling the test, so the
+            // shutdown below wakes a receive that is really pending rather
+            // than failing one that starts after the connection is gone.
+            tokio::select! {
+                biased;
+                result = &mut recv => result,
+                () = std::future::ready(()) => {
+                    let _ = parked_tx.send(());
+                    recv.await
+                }
+            }
+        };
         (rx, result)
     });
     // A raw client, to see the exact close.
     let mut raw = Raw::connect(addr).await;
     raw.open().await;
     raw.begin(0).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    step("the receive is pending", parked)
+        .await
+        .expect("the receiver task is parked in recv");
+    eventually(
+        Duration::from_secs(5),
+        "the broker has the consumer",
+        || depth(&broker, "waiting").map(|d| d.2) == Some(1),
+    )
+    .await;
 
     let observe = async {
         raw.expect_close_with(condition::CONNECTION_FORCED).await;

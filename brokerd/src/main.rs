@@ -5,6 +5,8 @@
 //! until SIGINT/SIGTERM. Exit codes: 0 after a graceful shutdown, 2 for a
 //! rejected configuration, 1 for any other failure.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod daemon;
 mod logging;

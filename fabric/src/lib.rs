@@ -50,6 +50,7 @@
 //! have run on the peer.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod batch;
 mod client;

@@ -21,9 +21,15 @@ async fn down_peer_fails_fast_and_restarted_peer_is_reached_again() {
         let call_timeout = Duration::from_secs(10);
 
         // An outstanding call when the peer goes away fails with Unreachable.
+        let received_before = b.fabric.stats().frames_received;
         let slow = a.fabric.call(2, Envelope::new(5_000, SLOW, Bytes::new()));
         let slow = tokio::spawn(slow);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Nothing else travels between the two, so one more frame read on b
+        // is the call: it is outstanding, its handler asleep for 5 s.
+        eventually(Duration::from_secs(5), "b receives the slow call", || {
+            b.fabric.stats().frames_received > received_before
+        })
+        .await;
         b.fabric.shutdown().await;
         drop(b.messages);
         let started = Instant::now();
@@ -50,6 +56,9 @@ async fn down_peer_fails_fast_and_restarted_peer_is_reached_again() {
                 a.fabric.send(2, Envelope::new(1, 9, Bytes::new())),
                 Err(CallError::Unreachable(2))
             );
+            // Pacing, not synchronisation: the next call lands later in
+            // a's redial backoff (20 ms doubling to 200 ms), so the five
+            // calls sample fail-fast both between and around redials.
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
 
@@ -149,6 +158,7 @@ async fn set_blocked_partitions_and_heals() {
         let ping = Envelope::new(0, ECHO, Bytes::from_static(b"ping"));
 
         // Node 1 cuts node 2 off.
+        let refused_before = a.stats().inbound_refused;
         a.set_blocked(2, true);
         assert!(a.is_blocked(2));
         let started = Instant::now();
@@ -167,8 +177,14 @@ async fn set_blocked_partitions_and_heals() {
             "partition failed slowly: {:?}",
             started.elapsed()
         );
-        // While blocked, node 2 stays unable to reach node 1.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // While blocked, node 2 stays unable to reach node 1: it redials
+        // (backoff 20 ms doubling) and node 1 refuses twice running.
+        eventually(
+            Duration::from_secs(5),
+            "node 1 refuses node 2's redials",
+            || a.stats().inbound_refused >= refused_before + 2,
+        )
+        .await;
         assert!(!b.is_connected(1));
         assert_eq!(
             b.call(1, ping.clone()).await,

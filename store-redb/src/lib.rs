@@ -20,6 +20,7 @@
 //! `README.md` beside this crate documents the data layout, the group-commit
 //! protocol, the durability guarantees and what redb promises on a crash.
 #![warn(unreachable_pub, missing_docs)]
+#![forbid(unsafe_code)]
 
 mod error;
 mod group;

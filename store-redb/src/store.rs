@@ -264,6 +264,18 @@ impl LogStore {
         &self.inner.db
     }
 
+    /// Requests queued for the writer thread and not yet taken by it. A
+    /// slot is freed when the writer receives its request, so 0 after a
+    /// send means the writer holds it (tests use this to know the writer
+    /// has reached `begin_write`).
+    #[cfg(test)]
+    pub(crate) fn queued_requests(&self) -> usize {
+        self.inner
+            .sender
+            .as_ref()
+            .map_or(0, |s| s.max_capacity() - s.capacity())
+    }
+
     /// Reserves a slot in the writer's queue, waiting (asynchronously) while
     /// it is full. Callers reserve BEFORE they change any in-memory state and
     /// then send without awaiting, so a future dropped at an await point

@@ -58,6 +58,23 @@ async fn wait_until(mut cond: impl FnMut() -> bool) {
     panic!("condition not reached in 5 s");
 }
 
+/// Asserts that `cond` holds throughout `quiet`, polled every 10 ms.
+///
+/// Why a window and not a condition: it backs negative checks ("no
+/// completion fires while the commit is held back"). The writer is an OS
+/// thread that, when correct, just sits in `begin_write`; there is no event
+/// to await, so the window is how long a wrong writer gets to show itself.
+async fn holds_for(quiet: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + quiet;
+    loop {
+        assert!(cond(), "stopped holding within {quiet:?}: {what}");
+        if std::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn log_ids(es: &[Entry<TestConfig>]) -> Vec<LogId<u64>> {
     es.iter().map(|e| e.log_id).collect()
 }
@@ -79,12 +96,15 @@ async fn appended_entries_are_readable_before_they_are_durable() {
         .append_with(entries(1, 0..5), on_flushed())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        flushed.load(Ordering::SeqCst),
-        0,
-        "flushed before the commit"
-    );
+    // The writer has taken the append off its queue: from here on it can
+    // only be inside `begin_write`, waiting for `blocker`.
+    wait_until(|| store.queued_requests() == 0).await;
+    holds_for(
+        Duration::from_millis(50),
+        "flushed before the commit",
+        || flushed.load(Ordering::SeqCst) == 0,
+    )
+    .await;
     assert_eq!(group.tail_len(), 5);
     let got = reader.try_get_log_entries(0..10).await.unwrap();
     assert_eq!(log_ids(&got), log_ids(&entries(1, 0..5)));
@@ -97,21 +117,34 @@ async fn appended_entries_are_readable_before_they_are_durable() {
     assert_eq!(log_ids(&got), vec![log_id(1, 2), log_id(1, 3)]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One runtime thread on purpose: see the `is_finished` check below.
+#[tokio::test(flavor = "current_thread")]
 async fn save_vote_returns_only_after_the_commit() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
+    let (flushed, on_flushed) = counter();
     let blocker = store.db().begin_write().unwrap();
+    // An append ahead of the vote: the writer takes it and then waits in
+    // `begin_write` for `blocker`, so the vote stays in the queue where the
+    // test can see that it was sent.
+    group
+        .append_with(entries(1, 0..1), on_flushed())
+        .await
+        .unwrap();
+    wait_until(|| store.queued_requests() == 0).await;
     let vote = Vote::new(3, 0);
     let task = tokio::spawn(async move {
         group.save_vote(&vote).await.unwrap();
         group
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    wait_until(|| store.queued_requests() == 1).await;
+    // The task's poll that queued the vote ran on this same thread and has
+    // returned: a save_vote that did not wait for its commit is finished now.
     assert!(!task.is_finished(), "save_vote returned before its commit");
     drop(blocker);
     let mut group = task.await.unwrap();
+    assert_eq!(flushed.load(Ordering::SeqCst), 1);
     assert_eq!(group.read_vote().await.unwrap(), Some(vote));
     drop(group);
     drop(store);

@@ -10,6 +10,8 @@
 //!
 //! Prints one JSON object (percentiles in microseconds) on stdout.
 
+#![forbid(unsafe_code)]
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};

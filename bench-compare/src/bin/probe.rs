@@ -3,6 +3,8 @@
 //! Handy when bringing up a broker or a new client path. `RUST_LOG=debug`
 //! shows the in-process broker's logs.
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};

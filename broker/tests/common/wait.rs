@@ -32,3 +32,24 @@ pub async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> 
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Assert that `check` holds throughout `quiet` (polled every 20 ms), then
+/// once more at the end.
+///
+/// Why a window and not a condition: this is for negative checks ("no
+/// further send completes", "nothing is delivered without credit"). Nothing
+/// observable happens when the broker correctly does nothing, so there is no
+/// event to await; the window is how long the test gives a wrong broker to
+/// show itself. Keep it short: it is pure waiting on every passing run.
+pub async fn holds_for(quiet: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + quiet;
+    loop {
+        if !check() {
+            panic!("stopped holding within {quiet:?}: {what}");
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -3,6 +3,8 @@
 //! admin request and prints the answer: a table for people, `--json` for
 //! scripts and tests.
 
+#![forbid(unsafe_code)]
+
 mod render;
 
 use std::net::SocketAddr;

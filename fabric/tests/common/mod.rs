@@ -140,3 +140,15 @@ pub async fn bounded<T>(secs: u64, f: impl std::future::Future<Output = T>) -> T
         .await
         .expect("test step timed out")
 }
+
+/// Polls `check` every 10 ms until it holds; panics after `limit`.
+pub async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not reached within {limit:?}: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

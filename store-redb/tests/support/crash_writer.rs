@@ -12,6 +12,8 @@
 //! ack survived. Usage: `crash_writer <db path> <n groups> <payload bytes>`.
 //! On an existing database each group continues after its last entry.
 
+#![forbid(unsafe_code)]
+
 use std::io::{Cursor, Write};
 use std::time::{Duration, Instant};
 

@@ -17,6 +17,8 @@
 //! detected too. See `src/amqp.rs` for the fe2o3-amqp fast path used.
 //! The result's `client` names the stack that produced it.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};

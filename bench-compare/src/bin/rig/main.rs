@@ -22,6 +22,8 @@
 //! fe2o3-amqp (`consumer.rs`, `publisher.rs`) or the bench's raw pipelined
 //! client on broker::codec (`raw.rs`); `links.rs` connects either.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};

@@ -8,6 +8,8 @@
 //! The `rig` results (`rig-<leg>-<queue>-<client>.json`) get throughput
 //! tables of their own (`rig.rs`).
 
+#![forbid(unsafe_code)]
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
