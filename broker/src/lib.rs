@@ -8,6 +8,7 @@ pub mod codec;
 pub mod config;
 pub mod meta;
 pub mod net;
+pub mod paging;
 pub mod queue;
 pub mod quorum;
 
