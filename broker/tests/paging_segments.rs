@@ -392,6 +392,41 @@ fn a_crash_after_the_rename_keeps_whichever_copy_the_caller_names() {
     }
 }
 
+#[test]
+fn compaction_with_an_unreadable_live_record_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, locations) = half_released(dir.path());
+    // Corrupt live record 3 (segment 1): compaction must not drop it.
+    let file = OpenOptions::new()
+        .write(true)
+        .open(segment_file(dir.path(), 1))
+        .unwrap();
+    file.write_all_at(b"XX", u64::from(locations[3].offset) + 16 + 10)
+        .unwrap();
+    let before = store.stats();
+    assert!(matches!(
+        store.compact(51),
+        Err(StoreError::Corrupt {
+            segment: 1,
+            source: RecordError::Checksum { .. },
+            ..
+        })
+    ));
+    assert_eq!(store.stats(), before);
+    assert_eq!(store.segments(), vec![0, 1, 2, 3, 4]);
+    assert!(
+        files(dir.path()).iter().all(|name| name.ends_with(".seg")),
+        "temp files left behind: {:?}",
+        files(dir.path())
+    );
+    for id in [1u64, 5, 7, 8] {
+        assert_eq!(
+            store.read(locations[id as usize], id).unwrap(),
+            body(id, 100)
+        );
+    }
+}
+
 // ---- model test ----
 
 #[derive(Debug, Clone)]
