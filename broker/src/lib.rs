@@ -17,6 +17,7 @@ pub mod codec;
 pub mod config;
 pub mod meta;
 pub mod net;
+pub mod paging;
 pub mod queue;
 pub mod quorum;
 pub mod raft;

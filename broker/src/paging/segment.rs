@@ -1,0 +1,360 @@
+//! `Segment`: one append-only segment file `<dir>/<seq:020>.seg` and its
+//! cached open handle. Appends collect in a buffer and reach the file in one
+//! positioned write; reads are positioned reads whose record is checked
+//! (length against the file and the limit before allocating, id, checksum)
+//! before any byte is returned. A `Cursor` walks the records in order and
+//! stops at the first torn or corrupt one.
+//!
+//! Knows one file; which records are live, when to roll and when to sync
+//! belong to the store.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::error::StoreError;
+use super::location::Location;
+use super::record::{self, Header, HEADER_BYTES};
+
+const SEGMENT_SUFFIX: &str = ".seg";
+const TEMP_SUFFIX: &str = ".seg.tmp";
+const SEQ_DIGITS: usize = 20;
+
+/// What a file in a store directory is, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FileKind {
+    /// `<seq:020>.seg`
+    Segment(u32),
+    /// `<seq:020>.seg.tmp`: an unfinished compaction output.
+    Temp(u32),
+}
+
+/// Parses a store file name; `None` for anything else.
+pub(super) fn parse_name(name: &str) -> Option<FileKind> {
+    let (digits, temp) = if let Some(d) = name.strip_suffix(TEMP_SUFFIX) {
+        (d, true)
+    } else {
+        (name.strip_suffix(SEGMENT_SUFFIX)?, false)
+    };
+    if digits.len() != SEQ_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let seq = u32::try_from(digits.parse::<u64>().ok()?).ok()?;
+    Some(if temp {
+        FileKind::Temp(seq)
+    } else {
+        FileKind::Segment(seq)
+    })
+}
+
+/// The path of segment `seq`.
+pub(super) fn segment_path(dir: &Path, seq: u32) -> PathBuf {
+    dir.join(format!("{seq:020}{SEGMENT_SUFFIX}"))
+}
+
+/// The temporary path compaction writes segment `seq` under.
+pub(super) fn temp_path(dir: &Path, seq: u32) -> PathBuf {
+    dir.join(format!("{seq:020}{TEMP_SUFFIX}"))
+}
+
+/// One segment file.
+#[derive(Debug)]
+pub(super) struct Segment {
+    seq: u32,
+    path: PathBuf,
+    file: File,
+    /// Bytes in the file: written by us, or its size when opened.
+    file_bytes: u64,
+    /// Appended records not written yet; always whole records.
+    buffer: Vec<u8>,
+    /// Records appended by this process; the next ordinal. Only meaningful
+    /// for a segment created by this process (opened ones are sealed).
+    n_records: u32,
+    sealed: bool,
+}
+
+impl Segment {
+    /// Creates a new, empty segment file at `path` (fails if it exists).
+    pub(super) fn create(seq: u32, path: PathBuf) -> Result<Self, StoreError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| StoreError::io("create segment", &path, e))?;
+        Ok(Self {
+            seq,
+            path,
+            file,
+            file_bytes: 0,
+            buffer: Vec::new(),
+            n_records: 0,
+            sealed: false,
+        })
+    }
+
+    /// Opens an existing segment, sealed: nothing is ever appended after a
+    /// tail that may be torn.
+    pub(super) fn open_sealed(seq: u32, path: PathBuf) -> Result<Self, StoreError> {
+        let file = File::open(&path).map_err(|e| StoreError::io("open segment", &path, e))?;
+        let file_bytes = file
+            .metadata()
+            .map_err(|e| StoreError::io("stat segment", &path, e))?
+            .len();
+        Ok(Self {
+            seq,
+            path,
+            file,
+            file_bytes,
+            buffer: Vec::new(),
+            n_records: 0,
+            sealed: true,
+        })
+    }
+
+    pub(super) fn seq(&self) -> u32 {
+        self.seq
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Size in bytes, buffered appends included.
+    pub(super) fn bytes(&self) -> u64 {
+        self.file_bytes + self.buffer.len() as u64
+    }
+
+    pub(super) fn is_sealed(&self) -> bool {
+        self.sealed
+    }
+
+    pub(super) fn seal(&mut self) {
+        self.sealed = true;
+    }
+
+    /// Bytes of appended records waiting in the buffer.
+    pub(super) fn buffered_bytes(&self) -> u64 {
+        self.buffer.len() as u64
+    }
+
+    /// Appends a record to the buffer (no syscall) and returns its location.
+    /// The caller has checked the body against its limit and the roll size,
+    /// so the offset fits a u32.
+    pub(super) fn append(&mut self, id: u64, body: &[u8]) -> Result<Location, StoreError> {
+        debug_assert!(!self.sealed, "append to sealed segment {}", self.seq);
+        let offset = u32::try_from(self.bytes()).map_err(|_| StoreError::Exhausted {
+            what: "segment offsets",
+        })?;
+        let ordinal = self.n_records;
+        let next = ordinal.checked_add(1).ok_or(StoreError::Exhausted {
+            what: "record ordinals",
+        })?;
+        let body_bytes = u32::try_from(body.len()).map_err(|_| StoreError::BodyTooLarge {
+            body_bytes: body.len() as u64,
+            max_record_bytes: u32::MAX,
+        })?;
+        record::encode(&mut self.buffer, id, body);
+        self.n_records = next;
+        Ok(Location {
+            segment: self.seq,
+            offset,
+            body_bytes,
+            ordinal,
+        })
+    }
+
+    /// Writes the buffered records in one positioned write.
+    pub(super) fn flush(&mut self) -> Result<(), StoreError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.file
+            .write_all_at(&self.buffer, self.file_bytes)
+            .map_err(|e| StoreError::io("write segment", &self.path, e))?;
+        self.file_bytes += self.buffer.len() as u64;
+        self.buffer.clear();
+        Ok(())
+    }
+
+    /// Writes the buffer, then fdatasyncs the file.
+    pub(super) fn sync(&mut self) -> Result<(), StoreError> {
+        self.flush()?;
+        self.file
+            .sync_data()
+            .map_err(|e| StoreError::io("fdatasync segment", &self.path, e))
+    }
+
+    /// Follows a rename of the file (compaction's temp name to its own).
+    pub(super) fn renamed(&mut self, path: PathBuf) {
+        self.path = path;
+    }
+
+    /// Reads `len` bytes at `offset`, from the buffer or the file; the
+    /// caller has checked `offset + len <= self.bytes()`.
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> Result<(), StoreError> {
+        if offset >= self.file_bytes {
+            // Records are buffered whole, so a record starting in the
+            // buffer lies entirely in it.
+            let start = (offset - self.file_bytes) as usize;
+            let Some(src) = self.buffer.get(start..start + out.len()) else {
+                return Err(StoreError::io(
+                    "read buffered segment",
+                    &self.path,
+                    std::io::ErrorKind::UnexpectedEof.into(),
+                ));
+            };
+            out.copy_from_slice(src);
+            return Ok(());
+        }
+        self.file
+            .read_exact_at(out, offset)
+            .map_err(|e| StoreError::io("read segment", &self.path, e))
+    }
+
+    /// Reads and checks the header at `offset`: the body length is checked
+    /// against `max_body_bytes` and the segment's size before anything is
+    /// sized by it.
+    fn read_header(&self, offset: u64, max_body_bytes: u32) -> Result<Header, StoreError> {
+        let corrupt = |source| StoreError::Corrupt {
+            segment: self.seq,
+            offset,
+            source,
+        };
+        let available = self.bytes().saturating_sub(offset);
+        if available < HEADER_BYTES as u64 {
+            return Err(corrupt(record::RecordError::Truncated {
+                needed_bytes: HEADER_BYTES as u64,
+                available_bytes: available,
+            }));
+        }
+        let mut header = [0u8; HEADER_BYTES];
+        self.read_at(offset, &mut header)?;
+        let header = record::decode_header(&header, max_body_bytes).map_err(corrupt)?;
+        let needed = record::encoded_bytes(header.body_bytes);
+        if needed > available {
+            return Err(corrupt(record::RecordError::Truncated {
+                needed_bytes: needed,
+                available_bytes: available,
+            }));
+        }
+        Ok(header)
+    }
+
+    /// Reads the body of a checked header at `offset` and verifies it.
+    fn read_body(&self, offset: u64, header: &Header) -> Result<Bytes, StoreError> {
+        let mut body = vec![0u8; header.body_bytes as usize];
+        self.read_at(offset + HEADER_BYTES as u64, &mut body)?;
+        record::verify(header, &body).map_err(|source| StoreError::Corrupt {
+            segment: self.seq,
+            offset,
+            source,
+        })?;
+        Ok(Bytes::from(body))
+    }
+
+    /// Reads the record at `location`, checking that it is record `id` with
+    /// the expected length and an intact checksum.
+    pub(super) fn read(
+        &self,
+        location: Location,
+        id: u64,
+        max_body_bytes: u32,
+    ) -> Result<Bytes, StoreError> {
+        let offset = u64::from(location.offset);
+        if offset + location.record_bytes() > self.bytes() {
+            return Err(StoreError::OutOfBounds {
+                location,
+                segment_bytes: self.bytes(),
+            });
+        }
+        let header = self.read_header(offset, max_body_bytes)?;
+        if header.id != id || header.body_bytes != location.body_bytes {
+            return Err(StoreError::WrongRecord {
+                segment: self.seq,
+                offset,
+                expected_id: id,
+                found_id: header.id,
+                expected_body_bytes: location.body_bytes,
+                found_body_bytes: header.body_bytes,
+            });
+        }
+        self.read_body(offset, &header)
+    }
+
+    /// A cursor over the records from the start of the file.
+    pub(super) fn cursor(&self, max_body_bytes: u32) -> Cursor<'_> {
+        Cursor {
+            segment: self,
+            offset: 0,
+            ordinal: 0,
+            max_body_bytes,
+            done: false,
+        }
+    }
+}
+
+/// One record found by a [`Cursor`].
+#[derive(Debug, Clone)]
+pub(super) struct CursorRecord {
+    pub(super) id: u64,
+    pub(super) location: Location,
+    pub(super) body: Bytes,
+}
+
+/// Walks a segment's records in order. Yields `Err` once, for a torn or
+/// corrupt record, and then stops: nothing after a bad record is trusted.
+pub(super) struct Cursor<'a> {
+    segment: &'a Segment,
+    offset: u64,
+    ordinal: u32,
+    max_body_bytes: u32,
+    done: bool,
+}
+
+impl Cursor<'_> {
+    /// The offset the cursor stopped at (where the next record would be).
+    pub(super) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn step(&mut self) -> Result<CursorRecord, StoreError> {
+        let header = self.segment.read_header(self.offset, self.max_body_bytes)?;
+        let body = self.segment.read_body(self.offset, &header)?;
+        let offset = u32::try_from(self.offset).map_err(|_| StoreError::Exhausted {
+            what: "segment offsets",
+        })?;
+        let location = Location {
+            segment: self.segment.seq,
+            offset,
+            body_bytes: header.body_bytes,
+            ordinal: self.ordinal,
+        };
+        self.offset += location.record_bytes();
+        self.ordinal = self.ordinal.checked_add(1).ok_or(StoreError::Exhausted {
+            what: "record ordinals",
+        })?;
+        Ok(CursorRecord {
+            id: header.id,
+            location,
+            body,
+        })
+    }
+}
+
+impl Iterator for Cursor<'_> {
+    type Item = Result<CursorRecord, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done || self.offset >= self.segment.bytes() {
+            return None;
+        }
+        let item = self.step();
+        if item.is_err() {
+            self.done = true;
+        }
+        Some(item)
+    }
+}

@@ -1,0 +1,148 @@
+//! Unit tests of the store's internals that the public API cannot show:
+//! file names, write buffering, restore bookkeeping. Behaviour on real
+//! files through the public API is in `broker/tests/paging_segments.rs`.
+
+use std::fs;
+
+use super::segment::{parse_name, FileKind};
+use super::*;
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        segment_max_bytes: 1024,
+        max_record_bytes: 4096,
+        write_buffer_bytes: 256,
+    }
+}
+
+fn file_len(store: &SegmentStore, segment: u32) -> u64 {
+    fs::metadata(store.dir().join(format!("{segment:020}.seg")))
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn file_names() {
+    assert_eq!(
+        parse_name("00000000000000000007.seg"),
+        Some(FileKind::Segment(7))
+    );
+    assert_eq!(
+        parse_name("00000000004294967295.seg.tmp"),
+        Some(FileKind::Temp(u32::MAX))
+    );
+    assert_eq!(parse_name("00000000004294967296.seg"), None, "over u32");
+    assert_eq!(parse_name("7.seg"), None);
+    assert_eq!(parse_name("0000000000000000000a.seg"), None);
+    assert_eq!(parse_name("00000000000000000007.log"), None);
+}
+
+#[test]
+fn appends_are_buffered_until_the_buffer_fills_or_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    let first = store.append(1, &[1u8; 50]).unwrap();
+    let second = store.append(2, &[2u8; 50]).unwrap();
+    // 132 bytes buffered, under 256: no write yet, but reads see them.
+    assert_eq!(file_len(&store, first.segment), 0);
+    assert_eq!(store.read(second, 2).unwrap(), vec![2u8; 50]);
+    // The third append passes 256 buffered bytes: one write of all three.
+    store.append(3, &[3u8; 110]).unwrap();
+    assert_eq!(file_len(&store, first.segment), 3 * 16 + 210);
+    store.append(4, &[4u8; 100]).unwrap();
+    assert_eq!(file_len(&store, first.segment), 3 * 16 + 210);
+    store.sync().unwrap();
+    assert_eq!(file_len(&store, first.segment), 4 * 16 + 310);
+    assert_eq!(store.read(first, 1).unwrap(), vec![1u8; 50]);
+}
+
+#[test]
+fn a_reopened_store_refuses_changes_until_restored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    let location = store.append(1, b"x").unwrap();
+    store.sync().unwrap();
+    drop(store);
+
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    assert!(matches!(
+        store.append(2, b"y"),
+        Err(StoreError::RestoreRequired)
+    ));
+    assert!(matches!(
+        store.release(location),
+        Err(StoreError::RestoreRequired)
+    ));
+    assert!(matches!(
+        store.compact(50),
+        Err(StoreError::RestoreRequired)
+    ));
+    // Reads are allowed before the restore (tools).
+    assert_eq!(store.read(location, 1).unwrap(), &b"x"[..]);
+    store.restore_live([location]).unwrap();
+    assert!(matches!(
+        store.restore_live([location]),
+        Err(StoreError::AlreadyRestored)
+    ));
+    let next = store.append(2, b"y").unwrap();
+    assert!(
+        next.segment > location.segment,
+        "appends go to a new segment"
+    );
+}
+
+#[test]
+fn restore_rejects_bad_locations_and_never_reuses_segment_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    let location = store.append(1, b"abc").unwrap();
+    store.sync().unwrap();
+    drop(store);
+
+    let past_end = Location {
+        offset: 1000,
+        ..location
+    };
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    assert!(matches!(
+        store.restore_live([past_end]),
+        Err(StoreError::OutOfBounds { .. })
+    ));
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    assert!(matches!(
+        store.restore_live([location, location]),
+        Err(StoreError::DuplicateLocation { .. })
+    ));
+
+    // A location in segment 9, whose file is gone: reported, and segment
+    // 9 is never created again (a replayed release must not hit it).
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    let gone = Location {
+        segment: 9,
+        ..location
+    };
+    let restored = store.restore_live([location, gone]).unwrap();
+    assert_eq!(restored.missing, vec![gone]);
+    assert_eq!(restored.n_live, 1);
+    assert_eq!(store.append(2, b"d").unwrap().segment, 10);
+}
+
+#[test]
+fn invalid_options_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in [
+        StoreOptions {
+            segment_max_bytes: 8,
+            ..options()
+        },
+        StoreOptions {
+            write_buffer_bytes: 0,
+            ..options()
+        },
+    ] {
+        assert!(matches!(
+            SegmentStore::open(dir.path(), bad),
+            Err(StoreError::InvalidOptions { .. })
+        ));
+    }
+}
