@@ -7,7 +7,7 @@ use super::link::{ConsumerLink, Link, PublisherLink};
 use super::outbox::Outbox;
 use super::state::State;
 use crate::codec::definitions::condition;
-use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target};
+use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target, TargetKind};
 use crate::queue::{QueueAddress, QueueError, RegistryError};
 
 /// The AMQP error for a queue's refusal.
@@ -173,6 +173,15 @@ impl State {
 
     fn attach_publisher(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
         let target = attach.target.as_ref();
+        if target.is_some_and(|t| t.kind == TargetKind::Coordinator) {
+            // A client declaring a transaction: refuse this link alone; the
+            // connection and its other links go on.
+            let error = Error::new(
+                condition::NOT_IMPLEMENTED,
+                "transactions are not supported: no transaction coordinator",
+            );
+            return self.refuse(channel, attach, Role::Receiver, error, out);
+        }
         let queue = match self.resolve(
             target.and_then(|t| t.address.as_deref()),
             target.is_some_and(|t| t.dynamic),
