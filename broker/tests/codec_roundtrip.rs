@@ -10,8 +10,8 @@ use broker::codec::frame::{
 use broker::codec::{
     Attach, Begin, Close, DeliveryState, Descriptor, Detach, Disposition, End, Error, Fields, Flow,
     Frame, FrameBody, Header, Open, Performative, ReceiverSettleMode, Role, SaslCode, SaslFrame,
-    SaslInit, SaslMechanisms, SaslOutcome, SenderSettleMode, Source, Symbol, Target, Transfer,
-    Value,
+    SaslInit, SaslMechanisms, SaslOutcome, SenderSettleMode, Source, Symbol, Target, TargetKind,
+    Transfer, Value,
 };
 use bytes::{Bytes, BytesMut};
 
@@ -125,6 +125,17 @@ fn targets() -> Vec<Target> {
             dynamic: true,
             dynamic_node_properties: Some(fields()),
             capabilities: syms(&["topic", "shared"]),
+            kind: TargetKind::Node,
+        },
+        // The transaction coordinator: only its capabilities travel.
+        Target {
+            kind: TargetKind::Coordinator,
+            capabilities: syms(&["amqp:local-transactions"]),
+            ..Target::default()
+        },
+        Target {
+            kind: TargetKind::Coordinator,
+            ..Target::default()
         },
     ]
 }

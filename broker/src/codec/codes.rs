@@ -67,6 +67,7 @@ pub(crate) mod dc {
     pub(crate) const MODIFIED: u64 = 0x27;
     pub(crate) const SOURCE: u64 = 0x28;
     pub(crate) const TARGET: u64 = 0x29;
+    pub(crate) const COORDINATOR: u64 = 0x30;
     pub(crate) const SASL_MECHANISMS: u64 = 0x40;
     pub(crate) const SASL_INIT: u64 = 0x41;
     pub(crate) const SASL_CHALLENGE: u64 = 0x42;
@@ -108,7 +109,7 @@ const SYMBOLIC_DESCRIPTORS: &[(&str, u64)] = &[
     ("amqp:delete-on-no-links:list", 0x2c),
     ("amqp:delete-on-no-messages:list", 0x2d),
     ("amqp:delete-on-no-links-or-messages:list", 0x2e),
-    ("amqp:coordinator:list", 0x30),
+    ("amqp:coordinator:list", dc::COORDINATOR),
     ("amqp:declare:list", 0x31),
     ("amqp:discharge:list", 0x32),
     ("amqp:declared:list", 0x33),

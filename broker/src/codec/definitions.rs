@@ -4,7 +4,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::codes::{dc, descriptor_code, fc};
+use super::codes::{dc, describe, descriptor_code, fc};
 use super::decode::{unexpected, Decoder, ListFields};
 use super::encode::{self, CompositeWriter};
 use super::error::CodecError;
@@ -294,9 +294,27 @@ pub struct Source {
     pub capabilities: Vec<Symbol>,
 }
 
-/// The target terminus (amqp:target:list, 0x29).
+/// Which of the spec's target archetypes a [`Target`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TargetKind {
+    /// A node (amqp:target:list, 0x29): every field applies.
+    #[default]
+    Node,
+    /// The transaction coordinator (amqp:coordinator:list, 0x30,
+    /// transactions 4.5.1), which a client attaches to declare
+    /// transactions. Only `capabilities` applies: the other fields are
+    /// neither decoded nor encoded.
+    Coordinator,
+}
+
+/// The target terminus (amqp:target:list, 0x29), or the transaction
+/// coordinator (amqp:coordinator:list, 0x30) that stands in the same place
+/// of an attach: a valid frame with a coordinator must decode, so that the
+/// engine can refuse the link alone.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Target {
+    /// node or coordinator
+    pub kind: TargetKind,
     /// address
     pub address: Option<String>,
     /// durable (terminus-durability, default 0 = none)
@@ -359,15 +377,21 @@ pub(crate) fn opt_source(d: &mut Decoder<'_>) -> Result<Option<Source>, CodecErr
 }
 
 impl Target {
-    /// Decode a target (amqp:target:list) from the front of `input`. Any
-    /// other descriptor, e.g. a transaction coordinator, is
-    /// [`CodecError::UnknownDescriptor`].
+    /// Decode a target (amqp:target:list) or a transaction coordinator
+    /// (amqp:coordinator:list) from the front of `input`. Any other
+    /// descriptor is [`CodecError::UnknownDescriptor`].
     pub fn decode(input: &mut Bytes) -> Result<Target, CodecError> {
-        Decoder::new(input).expect_composite(dc::TARGET, Target::decode_fields)
+        opt_target(&mut Decoder::new(input))?.ok_or(unexpected("described type", fc::NULL))
     }
 
     /// Append the encoding to `out`.
     pub fn encode(&self, out: &mut BytesMut) {
+        if self.kind == TargetKind::Coordinator {
+            let mut w = CompositeWriter::begin(out, dc::COORDINATOR);
+            w.symbols(&self.capabilities);
+            w.finish();
+            return;
+        }
         let mut w = CompositeWriter::begin(out, dc::TARGET);
         w.opt_string(self.address.as_deref())
             .uint_default(self.durable, 0)
@@ -381,6 +405,7 @@ impl Target {
 
     fn decode_fields(d: &mut Decoder<'_>, l: &mut ListFields) -> Result<Target, CodecError> {
         Ok(Target {
+            kind: TargetKind::Node,
             address: d.field(l, opt_address)?,
             durable: d.field(l, Decoder::opt_uint)?.unwrap_or(0),
             expiry_policy: d.field(l, Decoder::opt_symbol)?,
@@ -390,11 +415,29 @@ impl Target {
             capabilities: d.field(l, Decoder::symbols)?.unwrap_or_default(),
         })
     }
+
+    fn decode_coordinator_fields(
+        d: &mut Decoder<'_>,
+        l: &mut ListFields,
+    ) -> Result<Target, CodecError> {
+        Ok(Target {
+            kind: TargetKind::Coordinator,
+            capabilities: d.field(l, Decoder::symbols)?.unwrap_or_default(),
+            ..Target::default()
+        })
+    }
 }
 
-/// Read a field that is null or a target.
+/// Read a field that is null, a target or a transaction coordinator.
 pub(crate) fn opt_target(d: &mut Decoder<'_>) -> Result<Option<Target>, CodecError> {
-    d.opt_composite(dc::TARGET, Target::decode_fields)
+    let Some(descriptor) = d.opt_descriptor()? else {
+        return Ok(None);
+    };
+    match descriptor_code(&descriptor) {
+        Some(dc::TARGET) => d.composite(Target::decode_fields).map(Some),
+        Some(dc::COORDINATOR) => d.composite(Target::decode_coordinator_fields).map(Some),
+        _ => Err(CodecError::UnknownDescriptor(describe(&descriptor))),
+    }
 }
 
 /// Read a role (restricted boolean).

@@ -19,7 +19,7 @@ pub mod sasl;
 pub mod value;
 
 pub use definitions::{
-    DeliveryState, Error, ReceiverSettleMode, Role, SenderSettleMode, Source, Target,
+    DeliveryState, Error, ReceiverSettleMode, Role, SenderSettleMode, Source, Target, TargetKind,
 };
 pub use error::CodecError;
 pub use frame::{Frame, FrameBody, ProtocolHeader};

@@ -74,7 +74,7 @@ pub struct Attach {
     pub rcv_settle_mode: ReceiverSettleMode,
     /// source
     pub source: Option<Source>,
-    /// target; a coordinator target (transactions) is a decode error here
+    /// target, or the transaction coordinator (see [`Target::kind`])
     pub target: Option<Target>,
     /// unsettled map, kept raw
     pub unsettled: Option<Vec<(Value, Value)>>,

@@ -7,7 +7,7 @@ use super::link::{ConsumerLink, Link, PublisherLink};
 use super::outbox::Outbox;
 use super::state::State;
 use crate::codec::definitions::condition;
-use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target};
+use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target, TargetKind};
 use crate::queue::{LookupError, QueueAddress, QueueError};
 
 /// The AMQP error for a queue's refusal.
@@ -21,6 +21,30 @@ pub(crate) fn queue_error(error: &QueueError) -> Error {
     };
     Error::new(condition, error.to_string())
 }
+
+/// The source we answer a consumer's attach with: what the peer asked for,
+/// minus what we would only pretend to do. The sender's reply states the
+/// terminus actually in place (AMQP 1.0 section 3.5.3): a filter echoed but
+/// not applied makes a client with a selector believe it is active while
+/// it receives every message, and an echoed `copy` makes a browser believe
+/// it does not consume. No filter is applied yet, and a queue's consumers
+/// always take messages (`move`), so both are left out; a client that
+/// requires them can then detach.
+fn source_in_place(requested: Source, address: String) -> Source {
+    let distribution_mode = requested
+        .distribution_mode
+        .filter(|mode| mode.0 == DISTRIBUTION_MODE_MOVE);
+    Source {
+        address: Some(address),
+        filter: None,
+        distribution_mode,
+        ..requested
+    }
+}
+
+/// The spec's distribution mode in which a delivered message leaves the
+/// node (section 3.5.7), the only one a queue's consumers get.
+const DISTRIBUTION_MODE_MOVE: &str = "move";
 
 impl State {
     pub(crate) fn on_attach(
@@ -145,6 +169,15 @@ impl State {
 
     fn attach_publisher(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
         let target = attach.target.as_ref();
+        if target.is_some_and(|t| t.kind == TargetKind::Coordinator) {
+            // A client declaring a transaction: refuse this link alone; the
+            // connection and its other links go on.
+            let error = Error::new(
+                condition::NOT_IMPLEMENTED,
+                "transactions are not supported: no transaction coordinator",
+            );
+            return self.refuse(channel, attach, Role::Receiver, error, out);
+        }
         let queue = match self.resolve(
             target.and_then(|t| t.address.as_deref()),
             target.is_some_and(|t| t.dynamic),
@@ -238,10 +271,10 @@ impl State {
             role: Role::Sender,
             snd_settle_mode: attach.snd_settle_mode,
             rcv_settle_mode: attach.rcv_settle_mode,
-            source: Some(Source {
-                address: Some(queue.address().to_string()),
-                ..attach.source.clone().unwrap_or_default()
-            }),
+            source: Some(source_in_place(
+                attach.source.clone().unwrap_or_default(),
+                queue.address().to_string(),
+            )),
             target: attach.target.clone(),
             unsettled: None,
             incomplete_unsettled: false,

@@ -11,6 +11,7 @@ use super::outbox::Outbox;
 use super::session::Session;
 use super::state::{LinkRef, State};
 use crate::codec::definitions::condition;
+use crate::codec::CodecError;
 use crate::codec::{
     DeliveryState, Disposition, Error, Flow, MessageView, Performative, ReceiverSettleMode, Role,
     Transfer,
@@ -18,6 +19,9 @@ use crate::codec::{
 use crate::queue::{Message, Outcome, PublishConfirm, PublishStatus};
 
 impl State {
+    /// One transfer frame from the peer, along the publish path: session
+    /// window, link and credit, gathering the delivery's frames, then for a
+    /// complete message: scan, hand to the queue, top up credit, answer.
     pub(crate) fn on_transfer(
         &mut self,
         channel: u16,
@@ -28,105 +32,25 @@ impl State {
         let Some(session) = self.sessions.get_mut(&channel) else {
             return Ok(());
         };
-        if !session.take_incoming_frame() {
-            return Err(ConnectionError::protocol(
-                condition::WINDOW_VIOLATION,
-                "transfer beyond the session's incoming-window",
-            ));
-        }
-        if session.replenish_incoming_window() {
-            out.frame(channel, &Performative::Flow(session.flow()));
-        }
+        take_incoming_window(session, channel, out)?;
         let handle = transfer.handle;
         let session_flow = session.flow();
-        let link = match session.links.get_mut(&handle) {
-            // In flight before the peer saw our detach.
-            None if session.detaching.contains(&handle) => return Ok(()),
-            Some(Link::Publisher(link)) => link,
-            Some(Link::Consumer(_)) => {
-                return Err(ConnectionError::protocol(
-                    condition::NOT_ALLOWED,
-                    format!("transfer on handle {handle}, where the peer is the receiver"),
-                ))
-            }
-            None => {
-                return Err(ConnectionError::protocol(
-                    condition::UNATTACHED_HANDLE,
-                    format!("transfer on handle {handle}, which is not attached"),
-                ))
-            }
-        };
-        if link.partial.is_none() {
-            if link.credit == 0 {
-                return Err(ConnectionError::protocol(
-                    condition::TRANSFER_LIMIT_EXCEEDED,
-                    format!("transfer on handle {handle} without link credit"),
-                ));
-            }
-            let Some(delivery_id) = transfer.delivery_id else {
-                return Err(ConnectionError::protocol(
-                    condition::INVALID_FIELD,
-                    "first transfer of a delivery without delivery-id",
-                ));
-            };
-            link.credit -= 1;
-            link.delivery_count = link.delivery_count.wrapping_add(1);
-            link.partial = Some(PartialDelivery {
-                delivery_id,
-                settled: false,
-                chunks: Vec::new(),
-                len: 0,
-            });
-        }
-        let Some(partial) = link.partial.as_mut() else {
+        let Some(link) = publisher_link(session, handle)? else {
             return Ok(());
         };
-        partial.settled |= transfer.settled.unwrap_or(false);
-        if transfer.aborted {
-            // An aborted delivery is forgotten; it used its credit.
-            link.partial = None;
-            return Ok(());
-        }
-        partial.len += payload.len();
-        if partial.len as u64 > link.max_message_size {
-            let error = Error::new(
-                condition::MESSAGE_SIZE_EXCEEDED,
-                format!("message exceeds max-message-size {}", link.max_message_size),
-            );
-            self.detach_link(channel, handle, error, out);
-            return Ok(());
-        }
-        if !payload.is_empty() {
-            partial.chunks.push(payload);
-        }
-        if transfer.more {
-            return Ok(());
-        }
-        let Some(partial) = link.partial.take() else {
-            return Ok(());
+        let partial = match gather(link, &transfer, payload)? {
+            Gathered::Incomplete => return Ok(()),
+            Gathered::TooLarge(error) => {
+                self.detach_link(channel, handle, error, out);
+                return Ok(());
+            }
+            Gathered::Complete(partial) => partial,
         };
         let mode = link.rcv_settle_mode;
-        match publish(
-            link,
-            handle,
-            partial,
-            &self.sink,
-            session_flow,
-            channel,
-            out,
-        ) {
-            Some(Answer::Accepted(id)) => record_outcome(session, mode, id, Outcome::Accepted, out),
-            Some(Answer::Rejected(id, state)) => reject(channel, id, state, out),
-            Some(Answer::Detach(id, error)) => {
-                // The queue cannot take messages here (e.g. its leader
-                // moved): the delivery is released and the link detached,
-                // so the publisher sends again where the queue is served.
-                if let Some(id) = id {
-                    reject(channel, id, DeliveryState::Released, out);
-                }
-                self.detach_link(channel, handle, error, out);
-            }
-            None => {}
+        let answer = publish(link, partial, &self.sink);
+        top_up_credit(link, handle, session_flow, &self.sink, out, channel);
+        if let Some(error) = answer_publisher(session, channel, mode, answer, out) {
+            self.detach_link(channel, handle, error, out);
         }
         Ok(())
     }
@@ -162,6 +86,119 @@ impl State {
     }
 }
 
+/// Count one incoming frame against the session's incoming-window, and
+/// re-open the window (a session flow) once it is half used.
+fn take_incoming_window(
+    session: &mut Session,
+    channel: u16,
+    out: &mut Outbox,
+) -> Result<(), ConnectionError> {
+    if !session.take_incoming_frame() {
+        return Err(ConnectionError::protocol(
+            condition::WINDOW_VIOLATION,
+            "transfer beyond the session's incoming-window",
+        ));
+    }
+    if session.replenish_incoming_window() {
+        out.frame(channel, &Performative::Flow(session.flow()));
+    }
+    Ok(())
+}
+
+/// The publisher link a transfer is on; `None` for a link we are
+/// detaching (the frame was in flight before the peer saw our detach).
+fn publisher_link(
+    session: &mut Session,
+    handle: u32,
+) -> Result<Option<&mut PublisherLink>, ConnectionError> {
+    match session.links.get_mut(&handle) {
+        Some(Link::Publisher(link)) => Ok(Some(link)),
+        None if session.detaching.contains(&handle) => Ok(None),
+        Some(Link::Consumer(_)) => Err(ConnectionError::protocol(
+            condition::NOT_ALLOWED,
+            format!("transfer on handle {handle}, where the peer is the receiver"),
+        )),
+        None => Err(ConnectionError::protocol(
+            condition::UNATTACHED_HANDLE,
+            format!("transfer on handle {handle}, which is not attached"),
+        )),
+    }
+}
+
+/// Where a transfer frame leaves the delivery it belongs to.
+enum Gathered {
+    /// More frames to come, or the delivery was aborted (and forgotten).
+    Incomplete,
+    /// The delivery outgrew the link's max-message-size: detach the link.
+    TooLarge(Error),
+    /// The last frame arrived: the whole delivery.
+    Complete(PartialDelivery),
+}
+
+/// Add a transfer frame to the link's delivery in progress, starting one
+/// (and spending a credit) on its first frame.
+fn gather(
+    link: &mut PublisherLink,
+    transfer: &Transfer,
+    payload: Bytes,
+) -> Result<Gathered, ConnectionError> {
+    if link.partial.is_none() {
+        start_delivery(link, transfer)?;
+    }
+    let Some(partial) = link.partial.as_mut() else {
+        return Ok(Gathered::Incomplete);
+    };
+    partial.settled |= transfer.settled.unwrap_or(false);
+    if transfer.aborted {
+        // An aborted delivery is forgotten; it used its credit.
+        link.partial = None;
+        return Ok(Gathered::Incomplete);
+    }
+    partial.len += payload.len();
+    if partial.len as u64 > link.max_message_size {
+        return Ok(Gathered::TooLarge(Error::new(
+            condition::MESSAGE_SIZE_EXCEEDED,
+            format!("message exceeds max-message-size {}", link.max_message_size),
+        )));
+    }
+    if !payload.is_empty() {
+        partial.chunks.push(payload);
+    }
+    if transfer.more {
+        return Ok(Gathered::Incomplete);
+    }
+    Ok(link
+        .partial
+        .take()
+        .map_or(Gathered::Incomplete, Gathered::Complete))
+}
+
+/// The first frame of a delivery: it needs link credit and a delivery-id;
+/// it spends one credit and advances the delivery-count.
+fn start_delivery(link: &mut PublisherLink, transfer: &Transfer) -> Result<(), ConnectionError> {
+    if link.credit == 0 {
+        return Err(ConnectionError::protocol(
+            condition::TRANSFER_LIMIT_EXCEEDED,
+            format!("transfer on handle {} without link credit", transfer.handle),
+        ));
+    }
+    let Some(delivery_id) = transfer.delivery_id else {
+        return Err(ConnectionError::protocol(
+            condition::INVALID_FIELD,
+            "first transfer of a delivery without delivery-id",
+        ));
+    };
+    link.credit -= 1;
+    link.delivery_count = link.delivery_count.wrapping_add(1);
+    link.partial = Some(PartialDelivery {
+        delivery_id,
+        settled: false,
+        chunks: Vec::new(),
+        len: 0,
+    });
+    Ok(())
+}
+
 /// What to tell the publisher about one delivery right away.
 enum Answer {
     Accepted(u32),
@@ -170,41 +207,17 @@ enum Answer {
     Detach(Option<u32>, Error),
 }
 
-/// Hand a complete message to the queue, decide the publisher's answer, and
-/// top up the link's credit.
+/// Scan a complete message and hand it to the queue; the answer the
+/// publisher gets now (`None`: nothing now, or a pending quorum outcome).
 fn publish(
     link: &mut PublisherLink,
-    handle: u32,
     partial: PartialDelivery,
     sink: &crate::queue::Sink,
-    session_flow: Flow,
-    channel: u16,
-    out: &mut Outbox,
 ) -> Option<Answer> {
     let delivery_id = partial.delivery_id;
     let settled = partial.settled;
-    let bytes = partial.into_bytes();
-    let answer = match MessageView::scan(&bytes) {
-        Ok(view) => {
-            let message = Message {
-                bytes,
-                header: view.header,
-                header_len: view.header_len as u32,
-            };
-            let confirm = (!settled).then(|| PublishConfirm {
-                sink: sink.clone(),
-                tag: link.tag,
-                token: u64::from(delivery_id),
-            });
-            match link.queue.publish(message, confirm) {
-                Ok(PublishStatus::Accepted) if !settled => Some(Answer::Accepted(delivery_id)),
-                Ok(_) => None,
-                Err(e) => Some(Answer::Detach(
-                    (!settled).then_some(delivery_id),
-                    super::attach::queue_error(&e),
-                )),
-            }
-        }
+    match scan(partial.into_bytes()) {
+        Ok(message) => hand_to_queue(link, message, delivery_id, settled, sink),
         Err(e) if !settled => Some(Answer::Rejected(
             delivery_id,
             DeliveryState::Rejected {
@@ -218,11 +231,81 @@ fn publish(
             tracing::debug!(error = %e, "malformed pre-settled message dropped");
             None
         }
-    };
+    }
+}
+
+/// Check the message's sections and keep its header for the queue.
+fn scan(bytes: Bytes) -> Result<Message, CodecError> {
+    let view = MessageView::scan(&bytes)?;
+    Ok(Message {
+        bytes,
+        header: view.header,
+        header_len: view.header_len as u32,
+    })
+}
+
+/// Publish to the queue, asking for a confirmation (the outcome) only for
+/// an unsettled delivery.
+fn hand_to_queue(
+    link: &mut PublisherLink,
+    message: Message,
+    delivery_id: u32,
+    settled: bool,
+    sink: &crate::queue::Sink,
+) -> Option<Answer> {
+    let confirm = (!settled).then(|| PublishConfirm {
+        sink: sink.clone(),
+        tag: link.tag,
+        token: u64::from(delivery_id),
+    });
+    match link.queue.publish(message, confirm) {
+        Ok(PublishStatus::Accepted) if !settled => Some(Answer::Accepted(delivery_id)),
+        Ok(_) => None,
+        Err(e) => Some(Answer::Detach(
+            (!settled).then_some(delivery_id),
+            super::attach::queue_error(&e),
+        )),
+    }
+}
+
+/// Grant the publisher its window again once half its credit is used,
+/// unless we already wait for the queue to report room.
+fn top_up_credit(
+    link: &mut PublisherLink,
+    handle: u32,
+    session_flow: Flow,
+    sink: &crate::queue::Sink,
+    out: &mut Outbox,
+    channel: u16,
+) {
     if link.credit <= link.credit_window / 2 && !link.waiting_capacity {
         grant_credit(link, handle, session_flow, sink, out, channel);
     }
-    answer
+}
+
+/// Tell the publisher the answer: an `accepted` joins the next ranged
+/// disposition, a rejection goes out now. Returns the error to detach the
+/// link with when the queue cannot take messages here (e.g. its leader
+/// moved): the delivery is released, so the publisher sends again where
+/// the queue is served.
+fn answer_publisher(
+    session: &mut Session,
+    channel: u16,
+    mode: ReceiverSettleMode,
+    answer: Option<Answer>,
+    out: &mut Outbox,
+) -> Option<Error> {
+    match answer? {
+        Answer::Accepted(id) => record_outcome(session, mode, id, Outcome::Accepted, out),
+        Answer::Rejected(id, state) => reject(channel, id, state, out),
+        Answer::Detach(id, error) => {
+            if let Some(id) = id {
+                reject(channel, id, DeliveryState::Released, out);
+            }
+            return Some(error);
+        }
+    }
+    None
 }
 
 fn reject(channel: u16, delivery_id: u32, state: DeliveryState, out: &mut Outbox) {
