@@ -32,6 +32,8 @@ thread_local! {
 /// A mutex with a rank in the lock order.
 #[derive(Debug)]
 pub(crate) struct OrderedMutex<T> {
+    // Read only by the debug-build check.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
     rank: Rank,
     inner: Mutex<T>,
 }
