@@ -12,6 +12,10 @@ use broker::codec::{
 };
 use bytes::{Bytes, BytesMut};
 
+// The coordinator tests live beside this file and share its helpers.
+#[path = "codec_spec_bytes/coordinator.rs"]
+mod coordinator;
+
 /// A described list with a one-byte descriptor code, list8 form.
 fn list8(code: u8, fields: &[&[u8]]) -> Vec<u8> {
     let body: Vec<u8> = fields.concat();

@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::protocol::{Reply, Request, ToServer};
-use super::routed::{report, At, RoutedQueue, State, Target};
+use super::routed::{At, RoutedQueue, State, Target};
 use crate::codec::definitions::condition;
 use crate::net::NodeId;
 use crate::queue::{ConsumerId, Outcome, Queue, QueueEventKind};
@@ -56,8 +56,8 @@ impl RoutedQueue {
         }
         tracing::debug!(queue = %self.address, n = expired.len(), "forwarded publishes timed out");
         for token in expired {
-            if let Some((_, confirm)) = state.pending.remove(&token) {
-                report(confirm, Outcome::Released);
+            if let Some((_, Some(confirm))) = state.pending.remove(&token) {
+                confirm.report(Outcome::Released);
             }
         }
         // Their late outcomes must not match a new publish: new link.
@@ -109,13 +109,7 @@ impl RoutedQueue {
         }
         for (_, (_, confirm)) in state.pending.drain() {
             if let Some(confirm) = confirm {
-                confirm.sink.send(
-                    confirm.tag,
-                    QueueEventKind::Published {
-                        token: confirm.token,
-                        outcome: Outcome::Released,
-                    },
-                );
+                confirm.report(Outcome::Released);
             }
         }
         for consumer in state.consumers.values_mut() {
@@ -273,13 +267,7 @@ impl RoutedQueue {
         }
         for held in state.backlog.drain(..) {
             if let Some(confirm) = held.confirm {
-                confirm.sink.send(
-                    confirm.tag,
-                    QueueEventKind::Published {
-                        token: confirm.token,
-                        outcome: Outcome::Released,
-                    },
-                );
+                confirm.report(Outcome::Released);
             }
         }
     }

@@ -237,13 +237,7 @@ impl RoutedQueue {
                     return; // an earlier target's: already released
                 }
                 if let Some((_, Some(confirm))) = state.pending.remove(&token) {
-                    confirm.sink.send(
-                        confirm.tag,
-                        QueueEventKind::Published {
-                            token: confirm.token,
-                            outcome,
-                        },
-                    );
+                    confirm.report(outcome);
                 }
                 self.wake_publishers(&mut state);
             }
@@ -341,18 +335,6 @@ fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
         .find(|c| matches!(c.at, At::Remote { link: l, .. } if l == link))
 }
 
-pub(super) fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
-    if let Some(confirm) = confirm {
-        confirm.sink.send(
-            confirm.tag,
-            QueueEventKind::Published {
-                token: confirm.token,
-                outcome,
-            },
-        );
-    }
-}
-
 impl Queue for RoutedQueue {
     fn address(&self) -> &QueueAddress {
         &self.address
@@ -391,7 +373,9 @@ impl Queue for RoutedQueue {
         match state.target {
             Target::Remote(node) => self.publish_remote(&mut state, node, held),
             Target::Searching(since) if since.elapsed() > self.fwd.leader_wait() => {
-                report(held.confirm, Outcome::Released);
+                if let Some(confirm) = held.confirm {
+                    confirm.report(Outcome::Released);
+                }
                 return Err(QueueError::NotLeader {
                     queue: self.address.to_string(),
                     leader: None,

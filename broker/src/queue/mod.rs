@@ -64,6 +64,19 @@ pub struct PublishConfirm {
     pub token: u64,
 }
 
+impl PublishConfirm {
+    /// Tell the publisher what became of its publish.
+    pub fn report(self, outcome: Outcome) {
+        self.sink.send(
+            self.tag,
+            QueueEventKind::Published {
+                token: self.token,
+                outcome,
+            },
+        );
+    }
+}
+
 /// Depth and identity of one queue, for management and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueStats {

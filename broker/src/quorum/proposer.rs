@@ -11,24 +11,12 @@ use tokio::sync::mpsc;
 use super::hold::ProposalHold;
 use super::publish_gate::PublishGate;
 use super::types::{Command, QueueRaftHandle, ENQUEUE_BATCH_MAX};
-use crate::queue::{Outcome, PublishConfirm, QueueEventKind};
+use crate::queue::{Outcome, PublishConfirm};
 
 /// A publish waiting to be proposed.
 pub(super) struct Proposal {
     pub(super) message: bytes::Bytes,
     pub(super) confirm: Option<PublishConfirm>,
-}
-
-pub(super) fn report(confirm: Option<PublishConfirm>, outcome: Outcome) {
-    if let Some(confirm) = confirm {
-        confirm.sink.send(
-            confirm.tag,
-            QueueEventKind::Published {
-                token: confirm.token,
-                outcome,
-            },
-        );
-    }
 }
 
 /// Raft entries of publishes proposed and not yet committed. openraft 0.9
@@ -85,7 +73,9 @@ pub(super) async fn propose_in_order(
             move |outcome: Outcome, confirms: Vec<Option<PublishConfirm>>| {
                 for confirm in confirms {
                     gate.done();
-                    report(confirm, outcome);
+                    if let Some(confirm) = confirm {
+                        confirm.report(outcome);
+                    }
                 }
             }
         };

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
 use super::leadership_watch::{leads, set_leading, watch_leadership};
-use super::proposer::{propose_in_order, report, Proposal};
+use super::proposer::{propose_in_order, Proposal};
 use super::publish_gate::PublishGate;
 use super::settle_batcher::{replicate_settlements, SettleMsg};
 use super::state_machine::Shared;
@@ -256,7 +256,9 @@ impl Queue for QuorumQueue {
         if let Err(mpsc::error::SendError(proposal)) = self.proposals.send(proposal) {
             // The proposer ended (the group is shutting down).
             self.gate.done();
-            report(proposal.confirm, Outcome::Released);
+            if let Some(confirm) = proposal.confirm {
+                confirm.report(Outcome::Released);
+            }
             return Err(QueueError::Gone(self.address.to_string()));
         }
         Ok(PublishStatus::Pending)

@@ -4,28 +4,9 @@
 //! the engine refuses that link alone, see `amqp_transactions.rs`).
 
 use broker::codec::{CodecError, Performative, Symbol, Target, TargetKind};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
-fn list8(code: u8, fields: &[&[u8]]) -> Vec<u8> {
-    let body: Vec<u8> = fields.concat();
-    let mut out = vec![
-        0x00,
-        0x53,
-        code,
-        0xc0,
-        body.len() as u8 + 1,
-        fields.len() as u8,
-    ];
-    out.extend(body);
-    out
-}
-
-fn decode_perf(bytes: &[u8]) -> Result<Performative, CodecError> {
-    let mut input = Bytes::copy_from_slice(bytes);
-    let p = Performative::decode(&mut input)?;
-    assert!(input.is_empty(), "{} bytes left", input.len());
-    Ok(p)
-}
+use super::{decode_perf, list8};
 
 /// An attach (role sender, no source) whose target field is `target`.
 fn attach_with_target(target: &[u8]) -> Vec<u8> {
