@@ -188,6 +188,16 @@ pub fn queue_kind(address: &str) -> &'static str {
     }
 }
 
+/// Logs on stderr (stdout carries the JSON result) as `RUST_LOG` asks:
+/// with the in-process target, the broker's own logs too (`RUST_LOG=warn`
+/// shows its slow commits).
+pub fn init_stderr_logs() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// Run `bench` as a task on a multi-thread runtime with `threads` workers
 /// (default: one per core), not on the main thread: on a 2-core machine a
 /// third busy thread would skew the measurement.

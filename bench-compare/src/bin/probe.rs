@@ -35,10 +35,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    ramqp_bench_compare::target::init_stderr_logs();
     let timeout = Duration::from_millis(args.timeout_ms);
     let spec = TargetSpec {
         url: args.url.clone(),

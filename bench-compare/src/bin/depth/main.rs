@@ -117,11 +117,7 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    // Broker logs (in-process target) on stderr when RUST_LOG asks for them.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    target::init_stderr_logs();
     target::run_on_runtime(args.threads, run(args))
 }
 

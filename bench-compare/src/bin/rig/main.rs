@@ -117,11 +117,7 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    // RUST_LOG=warn shows the in-process broker's warnings (slow commits).
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    target::init_stderr_logs();
     target::run_on_runtime(args.threads, run(args))
 }
 
