@@ -10,7 +10,9 @@
 //! - `store-redb` and `fabric` know nothing of the broker: they do not
 //!   depend on it.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{rust_files, workspace_root as root};
 
 /// The layers of `broker/src`, bottom to top. A module may import only
 /// from modules on a lower layer (and from itself).
@@ -64,30 +66,6 @@ const LAYERS: &[(&str, u32, &str)] = &[
 
 /// Most lines in one source file.
 const FILE_LINES_MAX: usize = 600;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("broker/ has a parent")
-        .to_path_buf()
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n == "target") {
-                continue;
-            }
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 fn layer_of(module: &str) -> Option<u32> {
     LAYERS

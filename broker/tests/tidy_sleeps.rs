@@ -16,7 +16,10 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+
+mod common;
+
+use common::{rust_files, workspace_root};
 
 /// Directories (recursive) and single files scanned, from the workspace root.
 const SCANNED: &[&str] = &[
@@ -53,26 +56,6 @@ const BASELINE: &[(&str, usize)] = &[
     // `wait_until` and `holds_for`: polling between checks, bounded.
     ("store-redb/src/tests.rs", 2),
 ];
-
-fn workspace_root() -> PathBuf {
-    let broker = Path::new(env!("CARGO_MANIFEST_DIR"));
-    broker.parent().unwrap_or(broker).to_path_buf()
-}
-
-fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
-    if path.is_file() {
-        if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path.to_path_buf());
-        }
-        return;
-    }
-    let Ok(entries) = fs::read_dir(path) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        rust_files(&entry.path(), out);
-    }
-}
 
 /// `sleep(` calls outside comments.
 fn count_sleeps(text: &str) -> usize {

@@ -13,6 +13,7 @@ mod fe2o3;
 mod frames;
 mod quorum;
 mod raw;
+mod source_tree;
 mod trace;
 mod wait;
 
@@ -27,6 +28,8 @@ pub use frames::*;
 pub use quorum::*;
 #[allow(unused_imports)]
 pub use raw::*;
+#[allow(unused_imports)]
+pub use source_tree::*;
 #[allow(unused_imports)]
 pub use trace::*;
 #[allow(unused_imports)]
