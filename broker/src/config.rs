@@ -188,6 +188,14 @@ pub struct QuorumConfig {
     pub publish_timeout_ms: u64,
     /// How long an attach waits for a new queue's first leader.
     pub leader_wait_ms: u64,
+    /// Bytes of message bodies all quorum queues of this node keep in
+    /// memory together; past it, bodies are paged to segment files.
+    pub resident_budget_bytes: u64,
+    /// Bytes of message bodies one quorum queue keeps in memory at most.
+    pub queue_resident_budget_bytes: u64,
+    /// A queue's segment file is closed and a new one started past this
+    /// size.
+    pub segment_max_bytes: u32,
 }
 
 impl QuorumConfig {
@@ -219,6 +227,9 @@ impl Default for QuorumConfig {
             max_inflight_publishes: 10_000,
             publish_timeout_ms: 10_000,
             leader_wait_ms: 15_000,
+            resident_budget_bytes: 64 * 1024 * 1024,
+            queue_resident_budget_bytes: 32 * 1024 * 1024,
+            segment_max_bytes: 64 * 1024 * 1024,
         }
     }
 }

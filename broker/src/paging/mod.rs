@@ -56,6 +56,7 @@
 //! retrying could report durability that is not there.
 
 mod compact;
+mod detached;
 mod error;
 mod live;
 mod location;
@@ -68,6 +69,7 @@ mod store;
 mod tests;
 
 pub use compact::Compaction;
+pub use detached::{PendingSync, StoreReader};
 pub use error::StoreError;
 pub use location::{Location, Move};
 pub use options::{

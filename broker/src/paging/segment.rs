@@ -187,6 +187,17 @@ impl Segment {
             .map_err(|e| StoreError::io("fdatasync segment", &self.path, e))
     }
 
+    /// Writes the buffer and returns a second handle on the file and its
+    /// size then, for reads or an fdatasync outside the store's owner.
+    pub(super) fn detach(&mut self) -> Result<(File, u64), StoreError> {
+        self.flush()?;
+        let file = self
+            .file
+            .try_clone()
+            .map_err(|e| StoreError::io("duplicate segment handle", &self.path, e))?;
+        Ok((file, self.file_bytes))
+    }
+
     /// Follows a rename of the file (compaction's temp name to its own).
     pub(super) fn renamed(&mut self, path: PathBuf) {
         self.path = path;

@@ -120,12 +120,6 @@ impl Dispatcher {
         self.dispatch();
     }
 
-    /// Put a message back in id order (rebuilding from replicated state).
-    pub(crate) fn push_returned(&mut self, entry: Entry) {
-        self.returned.insert(entry.id, entry);
-        self.dispatch();
-    }
-
     /// Make message `id`'s delivery-count at least `count`, wherever it is
     /// (a replicated failed delivery the dispatcher did not count itself).
     pub(crate) fn raise_delivery_count(&mut self, id: MessageId, count: u32) {

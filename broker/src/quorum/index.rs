@@ -1,149 +1,213 @@
 //! The replicated part of a quorum queue: every message not yet removed,
-//! by id (the log index of its enqueue), with its delivery-count. This is
-//! what every replica applies identically and what snapshots carry.
+//! by id (ids grow with the log), with its delivery-count and where its
+//! body is: in memory (resident) or in this replica's segment files
+//! (paged). This is what every replica applies identically; only the
+//! placement of bodies differs per replica.
 //!
-//! The map is persistent (`imbl::OrdMap`): cloning it for a snapshot is
-//! O(1) and shares structure, so a snapshot of a deep queue never stalls
-//! the apply path with a full copy.
+//! Memory per paged message is one 32-byte [`Slot`] in a persistent vector
+//! (`imbl::Vector`, chunks of 64 slots, no allocation per message);
+//! resident bodies sit in a persistent map beside it. Cloning the index
+//! for a snapshot is O(1) and shares structure, so a snapshot of a deep
+//! queue never stalls the apply path with a full copy.
+//!
+//! It must not know how bodies are read or written (the state machine and
+//! `paging` do) or anything of consumers (the dispatcher does).
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::codec::MessageView;
-use crate::queue::Message;
+use crate::paging::Location;
 
-use super::types::SettleKind;
+/// Where a live message's body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Placement {
+    /// In [`MessageIndex`]'s resident map.
+    Resident,
+    /// In this replica's segment store, at the slot's location.
+    Paged,
+    /// It was at the slot's location, but that segment was gone at restart
+    /// (its records were settled after the snapshot that named them; the
+    /// log replay removes it). Never served.
+    Missing,
+    /// Removed; kept until it can be dropped from the vector's front or
+    /// the vector is compacted.
+    Dead,
+}
 
-/// One message as every replica holds it.
-#[derive(Debug, Clone)]
-pub(crate) struct Stored {
-    pub(crate) message: Message,
+/// One message as every replica indexes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) id: u64,
+    /// Where the body is when `Paged` or `Missing`; for a resident one only
+    /// `body_bytes` is set.
+    pub(crate) location: Location,
     pub(crate) delivery_count: u32,
+    pub(crate) placement: Placement,
+}
+
+// What a paged message costs in memory (the budget: 32 B on average,
+// never over 64 B).
+const _: () = assert!(std::mem::size_of::<Slot>() <= 32);
+
+impl Slot {
+    fn live(&self) -> bool {
+        self.placement != Placement::Dead
+    }
 }
 
 /// Every live message of a quorum queue.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct MessageIndex {
-    messages: imbl::OrdMap<u64, Stored>,
-    bytes: u64,
+    /// In id order, live and dead.
+    slots: imbl::Vector<Slot>,
+    resident: imbl::OrdMap<u64, Bytes>,
+    n_live: usize,
+    n_dead: usize,
+    live_bytes: u64,
+    resident_bytes: u64,
 }
 
-/// Why a snapshot could not be read.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum SnapshotDecodeError {
-    #[error("snapshot truncated")]
-    Truncated,
-    #[error("snapshot checksum mismatch")]
-    Checksum,
-    #[error("message {0} in the snapshot is malformed")]
-    Message(u64),
-}
-
-/// Magic + version at the start of an encoded index.
-const SNAPSHOT_MAGIC: &[u8; 8] = b"RAMQPQ01";
+/// A dead slot is dropped at once from the front; elsewhere the vector is
+/// rebuilt once dead slots outnumber live ones by this much (amortized
+/// O(1) per removal, at most about twice the live slots held).
+const COMPACT_SLACK: usize = 4096;
 
 impl MessageIndex {
+    /// Live messages.
     pub(crate) fn len(&self) -> usize {
-        self.messages.len()
+        self.n_live
     }
 
     /// Bytes of every live message.
     pub(crate) fn bytes(&self) -> u64 {
-        self.bytes
+        self.live_bytes
     }
 
-    /// Add a published message. A message that does not scan is kept out
-    /// (the leader checked it before proposing; this only guards replay).
-    pub(crate) fn enqueue(&mut self, id: u64, bytes: Bytes) -> Option<Stored> {
-        let view = MessageView::scan(&bytes).ok()?;
-        let stored = Stored {
-            delivery_count: view.header.as_ref().map_or(0, |h| h.delivery_count),
-            message: Message {
-                bytes,
-                header: view.header,
-                header_len: view.header_len as u32,
-            },
-        };
-        self.bytes += stored.message.len() as u64;
-        self.messages.insert(id, stored.clone());
-        Some(stored)
+    /// Bytes of the bodies held in memory.
+    pub(crate) fn resident_bytes(&self) -> u64 {
+        self.resident_bytes
+    }
+
+    /// The highest id ever pushed and still held (live or dead).
+    pub(crate) fn last_id(&self) -> Option<u64> {
+        self.slots.last().map(|s| s.id)
+    }
+
+    /// Add a message after every other. `body` is its bytes when the slot
+    /// is resident (the caller copied them out of any larger buffer).
+    pub(crate) fn push(&mut self, slot: Slot, body: Option<Bytes>) {
+        debug_assert!(self.last_id().is_none_or(|last| last < slot.id));
+        debug_assert_eq!(slot.placement == Placement::Resident, body.is_some());
+        if let Some(body) = body {
+            self.resident_bytes += body.len() as u64;
+            self.resident.insert(slot.id, body);
+        }
+        self.live_bytes += u64::from(slot.location.body_bytes);
+        self.n_live += 1;
+        self.slots.push_back(slot);
+    }
+
+    fn position(&self, id: u64) -> Option<usize> {
+        self.slots.binary_search_by(|s| s.id.cmp(&id)).ok()
+    }
+
+    /// The live slot of message `id`.
+    pub(crate) fn get(&self, id: u64) -> Option<Slot> {
+        let slot = *self.slots.get(self.position(id)?)?;
+        slot.live().then_some(slot)
     }
 
     /// Whether message `id` is live.
     pub(crate) fn contains(&self, id: u64) -> bool {
-        self.messages.contains_key(&id)
+        self.get(id).is_some()
     }
 
-    /// Apply a replicated settlement; for a failed delivery, the message's
-    /// delivery-count after it (when the message is live).
-    pub(crate) fn settle(&mut self, id: u64, kind: SettleKind) -> Option<u32> {
-        match kind {
-            SettleKind::Remove => {
-                if let Some(stored) = self.messages.remove(&id) {
-                    self.bytes -= stored.message.len() as u64;
+    /// The body of a resident message.
+    pub(crate) fn resident_body(&self, id: u64) -> Option<Bytes> {
+        self.resident.get(&id).cloned()
+    }
+
+    /// Remove message `id`; its slot and, if resident, its body.
+    pub(crate) fn remove(&mut self, id: u64) -> Option<(Slot, Option<Bytes>)> {
+        let position = self.position(id)?;
+        let slot = self.slots.get_mut(position)?;
+        if !slot.live() {
+            return None;
+        }
+        let removed = *slot;
+        slot.placement = Placement::Dead;
+        self.n_live -= 1;
+        self.n_dead += 1;
+        let body = self.resident.remove(&id);
+        if let Some(body) = &body {
+            self.resident_bytes -= body.len() as u64;
+        }
+        self.live_bytes -= u64::from(removed.location.body_bytes);
+        self.drop_dead();
+        Some((removed, body))
+    }
+
+    /// One more failed delivery of message `id`; its count after it.
+    pub(crate) fn fail(&mut self, id: u64) -> Option<u32> {
+        let position = self.position(id)?;
+        let slot = self.slots.get_mut(position)?;
+        if !slot.live() {
+            return None;
+        }
+        slot.delivery_count = slot.delivery_count.saturating_add(1);
+        Some(slot.delivery_count)
+    }
+
+    /// Mark a paged message's body as lost (its segment was gone).
+    pub(crate) fn set_missing(&mut self, id: u64) {
+        if let Some(position) = self.position(id) {
+            if let Some(slot) = self.slots.get_mut(position) {
+                if slot.placement == Placement::Paged {
+                    slot.placement = Placement::Missing;
                 }
-                None
             }
-            SettleKind::Failed => self.messages.get_mut(&id).map(|stored| {
-                stored.delivery_count = stored.delivery_count.saturating_add(1);
-                stored.delivery_count
-            }),
         }
     }
 
-    /// Messages in id order (FIFO).
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&u64, &Stored)> {
-        self.messages.iter()
+    /// Live slots after `cursor` (from the start without one), in id
+    /// order, at most `max`.
+    pub(crate) fn next_after(&self, cursor: Option<u64>, max: usize) -> Vec<Slot> {
+        let start = match cursor {
+            None => 0,
+            Some(c) => match self.slots.binary_search_by(|s| s.id.cmp(&c)) {
+                Ok(i) => i + 1,
+                Err(i) => i,
+            },
+        };
+        let mut out = Vec::new();
+        let mut focus = self.slots.focus();
+        let mut i = start;
+        while i < self.slots.len() && out.len() < max {
+            if let Some(slot) = focus.get(i) {
+                if slot.live() {
+                    out.push(*slot);
+                }
+            }
+            i += 1;
+        }
+        out
     }
 
-    /// Encode for a snapshot: magic, count, then per message id,
-    /// delivery-count, length and bytes; a CRC32C of everything last.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = BytesMut::with_capacity(16 + self.bytes as usize + self.len() * 16);
-        out.put_slice(SNAPSHOT_MAGIC);
-        out.put_u64_le(self.messages.len() as u64);
-        for (id, stored) in &self.messages {
-            out.put_u64_le(*id);
-            out.put_u32_le(stored.delivery_count);
-            out.put_u32_le(stored.message.bytes.len() as u32);
-            out.put_slice(&stored.message.bytes);
-        }
-        let crc = crc32c::crc32c(&out);
-        out.put_u32_le(crc);
-        out.to_vec()
+    /// Every live slot, in id order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Slot> + '_ {
+        self.slots.iter().filter(|s| s.live()).copied()
     }
 
-    /// Decode what [`MessageIndex::encode`] wrote, verifying the checksum.
-    pub(crate) fn decode(data: &[u8]) -> Result<MessageIndex, SnapshotDecodeError> {
-        if data.len() < SNAPSHOT_MAGIC.len() + 12 || &data[..8] != SNAPSHOT_MAGIC {
-            return Err(SnapshotDecodeError::Truncated);
+    /// Drop dead slots from the front; rebuild when too many remain.
+    fn drop_dead(&mut self) {
+        while self.slots.front().is_some_and(|s| !s.live()) {
+            self.slots.pop_front();
+            self.n_dead -= 1;
         }
-        let (body, crc) = data.split_at(data.len() - 4);
-        let crc = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
-        if crc32c::crc32c(body) != crc {
-            return Err(SnapshotDecodeError::Checksum);
+        if self.n_dead > self.n_live + COMPACT_SLACK {
+            self.slots.retain(|s| s.live());
+            self.n_dead = 0;
         }
-        let all = Bytes::copy_from_slice(body);
-        let mut cursor = all.slice(8..);
-        let count = cursor.get_u64_le();
-        let mut index = MessageIndex::default();
-        for _ in 0..count {
-            if cursor.remaining() < 16 {
-                return Err(SnapshotDecodeError::Truncated);
-            }
-            let id = cursor.get_u64_le();
-            let delivery_count = cursor.get_u32_le();
-            let len = cursor.get_u32_le() as usize;
-            if cursor.remaining() < len {
-                return Err(SnapshotDecodeError::Truncated);
-            }
-            let bytes = cursor.split_to(len);
-            let mut stored = index
-                .enqueue(id, bytes)
-                .ok_or(SnapshotDecodeError::Message(id))?;
-            stored.delivery_count = delivery_count;
-            index.messages.insert(id, stored);
-        }
-        Ok(index)
     }
 }
 
@@ -151,46 +215,92 @@ impl MessageIndex {
 mod tests {
     use super::*;
 
-    fn message(body: &[u8]) -> Bytes {
-        // amqp-value section holding a binary.
-        let mut m = vec![0x00, 0x53, 0x77, 0xa0, body.len() as u8];
-        m.extend_from_slice(body);
-        Bytes::from(m)
-    }
-
-    #[test]
-    fn settle_and_snapshot_round_trip() {
-        let mut index = MessageIndex::default();
-        for id in 1..=5 {
-            assert!(index.enqueue(id, message(&[id as u8; 3])).is_some());
+    fn paged(id: u64, ordinal: u32) -> Slot {
+        Slot {
+            id,
+            location: Location {
+                segment: 0,
+                offset: ordinal * 20,
+                body_bytes: 4,
+                ordinal,
+            },
+            delivery_count: 0,
+            placement: Placement::Paged,
         }
-        index.settle(2, SettleKind::Remove);
-        index.settle(3, SettleKind::Failed);
-        index.settle(3, SettleKind::Failed);
-        let snapshot = index.clone();
-        // Later changes do not reach the snapshot (structural sharing).
-        index.settle(4, SettleKind::Remove);
-        let decoded = MessageIndex::decode(&snapshot.encode()).unwrap();
-        let ids: Vec<(u64, u32)> = decoded
-            .iter()
-            .map(|(id, s)| (*id, s.delivery_count))
-            .collect();
-        assert_eq!(ids, vec![(1, 0), (3, 2), (4, 0), (5, 0)]);
-        assert_eq!(decoded.bytes(), snapshot.bytes());
-        assert_eq!(index.len(), 3);
+    }
+
+    fn resident(id: u64) -> Slot {
+        Slot {
+            id,
+            location: Location {
+                segment: 0,
+                offset: 0,
+                body_bytes: 3,
+                ordinal: 0,
+            },
+            delivery_count: 0,
+            placement: Placement::Resident,
+        }
     }
 
     #[test]
-    fn corrupt_snapshot_is_refused() {
+    fn remove_fail_and_order() {
         let mut index = MessageIndex::default();
-        index.enqueue(1, message(b"abc"));
-        let mut data = index.encode();
-        let middle = data.len() / 2;
-        data[middle] ^= 0x40;
-        assert!(matches!(
-            MessageIndex::decode(&data),
-            Err(SnapshotDecodeError::Checksum)
-        ));
-        assert!(MessageIndex::decode(&data[..10]).is_err());
+        for id in 1..=5u64 {
+            if id % 2 == 0 {
+                index.push(resident(id), Some(Bytes::from_static(b"abc")));
+            } else {
+                index.push(paged(id, id as u32), None);
+            }
+        }
+        assert_eq!(index.len(), 5);
+        assert_eq!(index.bytes(), 3 * 4 + 2 * 3);
+        assert_eq!(index.resident_bytes(), 6);
+        let (slot, body) = index.remove(2).unwrap();
+        assert_eq!(slot.id, 2);
+        assert_eq!(body.as_deref(), Some(&b"abc"[..]));
+        assert!(index.remove(2).is_none());
+        assert_eq!(index.fail(3), Some(1));
+        assert_eq!(index.fail(3), Some(2));
+        assert_eq!(index.fail(2), None);
+        let ids: Vec<(u64, u32)> = index.iter().map(|s| (s.id, s.delivery_count)).collect();
+        assert_eq!(ids, vec![(1, 0), (3, 2), (4, 0), (5, 0)]);
+        assert_eq!(index.bytes(), 3 * 4 + 3);
+        let next: Vec<u64> = index.next_after(Some(1), 2).iter().map(|s| s.id).collect();
+        assert_eq!(next, vec![3, 4]);
+        let next: Vec<u64> = index.next_after(Some(2), 10).iter().map(|s| s.id).collect();
+        assert_eq!(next, vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn a_clone_does_not_see_later_changes() {
+        let mut index = MessageIndex::default();
+        for id in 1..=1000u64 {
+            index.push(paged(id, id as u32), None);
+        }
+        let snapshot = index.clone();
+        for id in 1..=500u64 {
+            index.remove(id);
+        }
+        assert_eq!(snapshot.len(), 1000);
+        assert_eq!(index.len(), 500);
+        assert_eq!(index.iter().next().map(|s| s.id), Some(501));
+    }
+
+    #[test]
+    fn dead_slots_in_the_middle_are_compacted_away() {
+        let mut index = MessageIndex::default();
+        let n = 3 * COMPACT_SLACK as u64;
+        for id in 1..=n {
+            index.push(paged(id, id as u32), None);
+        }
+        // The head stays; everything behind it is consumed.
+        for id in 2..=n {
+            index.remove(id);
+        }
+        assert_eq!(index.len(), 1);
+        assert!(index.slots.len() <= 1 + COMPACT_SLACK + 1);
+        assert!(index.contains(1));
+        assert!(!index.contains(n));
     }
 }

@@ -1,5 +1,5 @@
-//! Following a quorum queue's leadership: a node that becomes leader builds
-//! its dispatcher from the replicated index, one that stops leading drops
+//! Following a quorum queue's leadership: a node that becomes leader feeds
+//! its dispatcher from the replicated index (`feed.rs`), one that stops leading drops
 //! it; the watcher task also asks openraft for the snapshots the state
 //! machine wants (`compaction.rs`).
 
@@ -11,7 +11,6 @@ use super::state_machine::Shared;
 use super::types::QueueRaftHandle;
 use crate::codec::definitions::condition;
 use crate::net::NodeId;
-use crate::queue::dispatch::Entry;
 use crate::queue::QueueEventKind;
 
 /// Whether the metrics say this node leads.
@@ -32,23 +31,12 @@ pub(super) fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue
     let mut inner = shared.lock();
     if leading && !inner.leading {
         inner.leading = true;
-        let entries: Vec<Entry> = inner
-            .index
-            .iter()
-            .map(|(id, stored)| {
-                let mut entry = Entry::new(*id, stored.message.clone());
-                entry.delivery_count = stored.delivery_count;
-                // The previous leader may have delivered it.
-                entry.redelivered = true;
-                entry
-            })
-            .collect();
-        for entry in entries {
-            inner.dispatcher.push_returned(entry);
-        }
+        inner.start_feed();
+        inner.refill(queue);
         tracing::info!(%queue, node_id, "leading");
     } else if !leading && inner.leading {
         inner.leading = false;
+        inner.stop_feed();
         for consumer in inner.dispatcher.clear() {
             if inner.routed.remove(&consumer.id) {
                 inner.orphans.insert(

@@ -3,15 +3,23 @@
 //! publish is `accepted` only once its entry is committed on a majority and
 //! fsynced; consumers are served by the group's leader.
 //!
+//! Message bodies past the resident budget live in each replica's segment
+//! files (`crate::paging`); see `state_machine.rs` for how they relate to
+//! the log and to snapshots.
+//!
 //! Architecture invariant: this module reaches disk only through
-//! `store_redb` (the log) and its own snapshot files, and other nodes only
+//! `store_redb` (the log), `crate::paging` (bodies) and its own snapshot
+//! files, and other nodes only
 //! through a [`crate::net::NodeTransport`]; it knows nothing of gRPC or
 //! redb tables. It imports neither `crate::meta` (its sibling) nor
 //! `crate::forward` (above it): what it needs from them comes in through
 //! the traits of `cluster_view.rs`, wired by `crate::node`.
 
+mod bodies;
+mod budget;
 mod cluster_view;
 mod compaction;
+mod feed;
 mod handoff;
 mod hold;
 mod index;
@@ -21,7 +29,12 @@ mod placement;
 mod proposer;
 mod publish_gate;
 mod queue;
+mod replica_files;
 mod settle_batcher;
+mod snapshot_data;
+mod snapshot_file;
+mod snapshot_install;
+mod snapshot_transfer;
 mod state_machine;
 mod types;
 
@@ -29,4 +42,5 @@ pub use cluster_view::{BoxFuture, PeerRequests, ReplicaSet, ReplicaSets};
 pub use handoff::HandOff;
 pub use node::{QuorumError, QuorumNode};
 pub use queue::QuorumQueue;
+pub use snapshot_data::SnapshotData;
 pub use types::{Applied, Command, QueueRaft, QueueRaftHandle, SettleKind};

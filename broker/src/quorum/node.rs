@@ -15,13 +15,15 @@ use serde::Serialize;
 use store_redb::LogStore;
 use tokio::sync::OnceCell;
 
+use super::budget::NodeBudget;
 use super::cluster_view::{PeerRequests, ReplicaSets};
 use super::queue::QuorumQueue;
-use super::state_machine::{QueueStateMachine, Shared};
+use super::state_machine::{BodyLimits, QueueStateMachine, Shared};
 use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
 use crate::net::NodeId;
 use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
+use crate::paging::StoreOptions;
 use crate::queue::{Queue, QueueAddress, QueueKind};
 use crate::raft::network::GroupNetwork;
 use crate::raft::{group_id, open_log_store, GroupId, RpcKind};
@@ -92,6 +94,8 @@ pub struct QuorumNode {
     /// Groups the metadata no longer places here, since when (see
     /// `placement.rs`).
     pub(super) retiring: Mutex<HashMap<GroupId, tokio::time::Instant>>,
+    /// Memory for message bodies, shared by every queue of the node.
+    resident_budget: Arc<NodeBudget>,
 }
 
 /// File in a group's directory naming its queue.
@@ -122,6 +126,7 @@ impl QuorumNode {
         }
         .validate()
         .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let config_budget = config.resident_budget_bytes;
         let node = Arc::new(QuorumNode {
             node_id: config.node_id,
             dir,
@@ -134,6 +139,7 @@ impl QuorumNode {
             peers: std::sync::OnceLock::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             retiring: Mutex::new(HashMap::new()),
+            resident_budget: Arc::new(NodeBudget::new(config_budget)),
         });
         for name in node.names_on_disk()? {
             node.ensure_open(&name, None).await?;
@@ -280,7 +286,19 @@ impl QuorumNode {
                     .map_err(io)?;
             }
         }
-        let shared = Arc::new(Shared::new(self.config.snapshot_min_log_bytes));
+        let limits = BodyLimits {
+            node: self.resident_budget.clone(),
+            queue_bytes: self.config.queue_resident_budget_bytes,
+            store: StoreOptions {
+                segment_max_bytes: self.config.segment_max_bytes,
+                ..StoreOptions::default()
+            },
+        };
+        let shared = Arc::new(Shared::new(
+            self.config.snapshot_min_log_bytes,
+            limits,
+            address.to_string(),
+        ));
         let state_machine = QueueStateMachine::open(&dir, shared.clone())
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
         let log_store = self.store.group::<QueueRaft>(group)?;
@@ -310,6 +328,11 @@ impl QuorumNode {
             self.config.max_inflight_publishes,
             Duration::from_millis(self.config.publish_timeout_ms),
         ))
+    }
+
+    /// Bytes of message bodies the node's quorum queues keep in memory.
+    pub fn resident_bytes(&self) -> u64 {
+        self.resident_budget.used()
     }
 
     /// Group-commit counters of the node's Raft log store.

@@ -198,9 +198,14 @@ impl QuorumQueue {
             drop(inner);
             return Err(self.not_leader());
         }
+        if let Some(damaged) = inner.damaged() {
+            return Err(QueueError::Refused(damaged.to_string()));
+        }
         let id = inner.dispatcher.subscribe_at(sink, tag, delivery_count);
         inner.routed.insert(id);
+        inner.refill(&self.shared.queue);
         inner.dispatcher.flow(id, credit_limit, drain);
+        inner.refill(&self.shared.queue);
         Ok(id)
     }
 
@@ -286,22 +291,27 @@ impl Queue for QuorumQueue {
             drop(inner);
             return Err(self.not_leader());
         }
+        if let Some(damaged) = inner.damaged() {
+            return Err(QueueError::Refused(damaged.to_string()));
+        }
         Ok(inner.dispatcher.subscribe(sink, tag))
     }
 
     fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool) {
-        self.shared
-            .lock()
-            .dispatcher
-            .flow(consumer, credit_limit, drain);
+        let mut inner = self.shared.lock();
+        // A drain must see every message there is, not only the window.
+        inner.refill(&self.shared.queue);
+        inner.dispatcher.flow(consumer, credit_limit, drain);
+        inner.refill(&self.shared.queue);
     }
 
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome) {
-        let settled = self
-            .shared
-            .lock()
-            .dispatcher
-            .settle(consumer, message, outcome);
+        let settled = {
+            let mut inner = self.shared.lock();
+            let settled = inner.dispatcher.settle(consumer, message, outcome);
+            inner.refill(&self.shared.queue);
+            settled
+        };
         let kind = match (settled, outcome) {
             (Settled::Removed(_), _) => SettleKind::Remove,
             (
@@ -343,8 +353,9 @@ impl Queue for QuorumQueue {
         let inner = self.shared.lock();
         QueueStats {
             address: self.address.to_string(),
+            // The dispatcher holds a window of the queue; the index all of it.
             ready: if inner.leading {
-                inner.dispatcher.n_ready()
+                inner.index.len().saturating_sub(inner.dispatcher.n_out())
             } else {
                 inner.index.len()
             },

@@ -1,13 +1,20 @@
 //! openraft's state machine for a quorum queue: applies enqueues and
-//! settlements to the replicated [`MessageIndex`], feeds the leader's
-//! dispatcher as entries commit, and builds, stores and installs snapshots
-//! (from an O(1) clone of the index, encoded off the apply path).
+//! settlements to the replicated [`MessageIndex`] (bodies kept in memory
+//! within the resident budget, paged into this replica's segment files
+//! past it), feeds the leader's dispatcher as entries commit, and builds,
+//! serves and installs snapshots.
+//!
+//! A snapshot names segment locations, so it is O(messages) in a few bytes
+//! each, not O(bytes): the segments it names are fsynced before it is
+//! written, and openraft purges the log only after it returned. A follower
+//! behind the purge gets the bodies themselves, streamed from a file
+//! (`snapshot_transfer`, `snapshot_data`), and pages them into a new
+//! segment generation that one rename of its snapshot file swaps in.
 
 // openraft's StorageError is large; it is openraft's type to return.
 #![allow(clippy::result_large_err)]
 
 use std::collections::{HashMap, HashSet};
-use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -17,23 +24,35 @@ use openraft::{
     StorageError, StorageIOError, StoredMembership,
 };
 
+use super::budget::NodeBudget;
 use super::compaction::{LogGrowth, SnapshotWanted, ENTRY_OVERHEAD_BYTES};
-use super::index::MessageIndex;
-use super::types::{message_id, Applied, Command, QueueRaft, SettleKind};
+use super::feed::Feed;
+use super::index::{MessageIndex, Placement};
+use super::replica_files::{self, SNAPSHOT_FILE};
+use super::snapshot_data::SnapshotData;
+use super::types::{message_id, Applied, Command, QueueRaft};
+use super::{snapshot_file, snapshot_install, snapshot_transfer};
 use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
-use crate::queue::dispatch::{Dispatcher, Entry as QueueEntry};
+use crate::paging::{SegmentStore, StoreOptions};
+use crate::queue::dispatch::Dispatcher;
 use crate::queue::ConsumerId;
 
 /// State shared by the state machine (apply) and the queue (consumers).
 #[derive(Default)]
 pub(crate) struct Inner {
     pub(crate) index: MessageIndex,
+    /// This replica's segment files (none only before `open`).
+    pub(crate) store: Option<SegmentStore>,
+    /// The segment directory generation the store lives in.
+    pub(crate) generation: u64,
     pub(crate) last_applied: Option<LogId<NodeId>>,
     pub(crate) membership: StoredMembership<NodeId, BasicNode>,
     /// Whether this node leads the group: only then is `dispatcher` used.
     pub(crate) leading: bool,
     pub(crate) dispatcher: Dispatcher,
+    /// Which part of the index the leader's dispatcher has seen.
+    pub(crate) feed: Feed,
     /// Consumers of routed links (see `QuorumQueue::subscribe_routed`):
     /// when this node stops leading they are not closed but parked in
     /// `orphans` for their routed queue to move to the new leader.
@@ -46,22 +65,48 @@ pub(crate) struct Inner {
     growth: LogGrowth,
 }
 
+/// How one queue's replica keeps bodies.
+#[derive(Debug, Clone)]
+pub(crate) struct BodyLimits {
+    /// Bytes of resident bodies across the node.
+    pub(crate) node: Arc<NodeBudget>,
+    /// Bytes of resident bodies in this queue at most.
+    pub(crate) queue_bytes: u64,
+    /// The segment files' limits.
+    pub(crate) store: StoreOptions,
+}
+
+impl Default for BodyLimits {
+    fn default() -> Self {
+        BodyLimits {
+            node: Arc::new(NodeBudget::new(64 * 1024 * 1024)),
+            queue_bytes: 64 * 1024 * 1024,
+            store: StoreOptions::default(),
+        }
+    }
+}
+
 /// The lock around [`Inner`]; held only for short, non-async steps.
 pub(crate) struct Shared {
     inner: OrderedMutex<Inner>,
     /// Log bytes after which the state machine asks for a snapshot even if
     /// openraft's entry count has not come round (0: never by size).
     snapshot_floor_bytes: u64,
+    pub(crate) limits: BodyLimits,
     /// Raised by the state machine, served by the queue's watcher task.
     pub(crate) snapshot_wanted: SnapshotWanted,
+    /// The queue's address, for logs.
+    pub(crate) queue: String,
 }
 
 impl Shared {
-    pub(crate) fn new(snapshot_floor_bytes: u64) -> Shared {
+    pub(crate) fn new(snapshot_floor_bytes: u64, limits: BodyLimits, queue: String) -> Shared {
         Shared {
             inner: OrderedMutex::new(Rank::QuorumQueue, Inner::default()),
             snapshot_floor_bytes,
+            limits,
             snapshot_wanted: SnapshotWanted::default(),
+            queue,
         }
     }
 
@@ -70,10 +115,12 @@ impl Shared {
     }
 }
 
-type Meta = SnapshotMeta<NodeId, BasicNode>;
-
-/// File holding the latest snapshot of a group.
-const SNAPSHOT_FILE: &str = "snapshot.bin";
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let resident = self.inner.lock().index.resident_bytes();
+        self.limits.node.give_back(resident);
+    }
+}
 
 /// The state machine of one group.
 #[derive(Clone)]
@@ -82,86 +129,125 @@ pub(crate) struct QueueStateMachine {
     dir: PathBuf,
 }
 
-fn io_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
+pub(super) fn io_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
     StorageIOError::write_snapshot(None, AnyError::new(&e)).into()
 }
 
-fn read_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
+pub(super) fn read_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
     StorageIOError::read_snapshot(None, AnyError::new(&e)).into()
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct Corrupt(String);
-
-/// A snapshot file: postcard meta length (u32 LE), meta, index data.
-fn encode_file(
-    meta: &SnapshotMeta<NodeId, BasicNode>,
-    data: &[u8],
-) -> Result<Vec<u8>, StorageError<NodeId>> {
-    let meta_bytes = postcard::to_allocvec(meta).map_err(io_error)?;
-    let mut file = Vec::with_capacity(4 + meta_bytes.len() + data.len());
-    file.extend_from_slice(&(meta_bytes.len() as u32).to_le_bytes());
-    file.extend_from_slice(&meta_bytes);
-    file.extend_from_slice(data);
-    Ok(file)
-}
-
-fn decode_file(file: &[u8]) -> Result<(Meta, &[u8]), StorageError<NodeId>> {
-    let corrupt = || read_error(Corrupt("snapshot file truncated".into()));
-    let len_bytes: [u8; 4] = file
-        .get(..4)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(corrupt)?;
-    let meta_len = u32::from_le_bytes(len_bytes) as usize;
-    let meta_bytes = file.get(4..4 + meta_len).ok_or_else(corrupt)?;
-    let meta = postcard::from_bytes(meta_bytes).map_err(read_error)?;
-    Ok((meta, &file[4 + meta_len..]))
-}
-
-/// Write `contents` to `dir/name` atomically and durably.
-fn write_durably(dir: &Path, name: &str, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(contents)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    std::fs::File::open(dir)?.sync_all()
+fn apply_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
+    StorageIOError::write_state_machine(AnyError::new(&e)).into()
 }
 
 impl QueueStateMachine {
     /// The state machine of a group whose files live in `dir`, restored
-    /// from its snapshot file if there is one.
+    /// from its snapshot file and segments if there are any. Reads the
+    /// index, not the bodies.
     pub(crate) fn open(
         dir: &Path,
         shared: Arc<Shared>,
     ) -> Result<QueueStateMachine, StorageError<NodeId>> {
         std::fs::create_dir_all(dir).map_err(io_error)?;
-        let machine = QueueStateMachine {
+        let restored = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
+            Ok(file) => Some(snapshot_file::read(&file).map_err(read_error)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(read_error(e)),
+        };
+        let generation = restored.as_ref().map_or(0, |r| r.generation);
+        replica_files::remove_stale(dir, generation).map_err(read_error)?;
+        let mut store = SegmentStore::open(
+            replica_files::segments_dir(dir, generation),
+            shared.limits.store,
+        )
+        .map_err(read_error)?;
+        let mut inner = shared.lock();
+        if let Some(restored) = restored {
+            let mut index = restored.index;
+            let paged = index
+                .iter()
+                .filter(|s| s.placement == Placement::Paged)
+                .map(|s| s.location);
+            let outcome = store.restore_live(paged).map_err(read_error)?;
+            if !outcome.missing.is_empty() {
+                // Segments emptied by settlements after this snapshot: the
+                // log replay settles these again (see `paging`).
+                let missing: HashSet<(u32, u32)> = outcome
+                    .missing
+                    .iter()
+                    .map(|l| (l.segment, l.ordinal))
+                    .collect();
+                let ids: Vec<u64> = index
+                    .iter()
+                    .filter(|s| missing.contains(&(s.location.segment, s.location.ordinal)))
+                    .map(|s| s.id)
+                    .collect();
+                for id in ids {
+                    index.set_missing(id);
+                }
+            }
+            shared.limits.node.take(index.resident_bytes());
+            inner.index = index;
+            inner.last_applied = restored.meta.last_log_id;
+            inner.membership = restored.meta.last_membership;
+        } else {
+            store.restore_live([]).map_err(read_error)?;
+        }
+        inner.store = Some(store);
+        inner.generation = generation;
+        drop(inner);
+        Ok(QueueStateMachine {
             shared,
             dir: dir.to_path_buf(),
+        })
+    }
+
+    /// A snapshot of the state now, whose bytes (every live body) are
+    /// written to a file only when openraft first reads them.
+    fn transfer_snapshot(&self) -> Result<Snapshot<QueueRaft>, StorageError<NodeId>> {
+        let mut inner = self.shared.lock();
+        inner.n_snapshots += 1;
+        let meta = SnapshotMeta {
+            last_log_id: inner.last_applied,
+            last_membership: inner.membership.clone(),
+            snapshot_id: format!(
+                "{}-{}-t",
+                inner.last_applied.map_or(0, |l| l.index),
+                inner.n_snapshots
+            ),
         };
-        match std::fs::read(dir.join(SNAPSHOT_FILE)) {
-            Ok(file) => {
-                let (meta, data) = decode_file(&file)?;
-                let index = MessageIndex::decode(data).map_err(read_error)?;
-                let mut inner = machine.shared.lock();
-                inner.index = index;
-                inner.last_applied = meta.last_log_id;
-                inner.membership = meta.last_membership;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(read_error(e)),
-        }
-        Ok(machine)
+        let n = inner.n_snapshots;
+        let index = inner.index.clone();
+        let reader = match inner.store.as_mut() {
+            Some(store) => store.reader().map_err(read_error)?,
+            None => return Err(read_error(snapshot_install::NotOpen)),
+        };
+        drop(inner);
+        let dir = self.dir.clone();
+        let data = SnapshotData::lazy(move || {
+            use std::io::{Seek, Write};
+            let file = replica_files::anonymous_file(&dir, n)?;
+            let mut out = std::io::BufWriter::with_capacity(256 * 1024, &file);
+            snapshot_transfer::write(&mut out, &index, &reader).map_err(std::io::Error::other)?;
+            out.flush()?;
+            drop(out);
+            let mut file = file;
+            file.seek(std::io::SeekFrom::Start(0))?;
+            Ok(file)
+        });
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(data),
+        })
     }
 }
 
 impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<QueueRaft>, StorageError<NodeId>> {
-        // O(1) under the lock; the encoding below runs without it.
-        let (index, meta) = {
+        // O(1) under the lock (the index is persistent; segment buffers are
+        // written, their fsyncs collected); the rest runs without it.
+        let (index, meta, generation, pending) = {
             let mut inner = self.shared.lock();
             inner.n_snapshots += 1;
             inner.growth.snapshotted();
@@ -174,23 +260,35 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
                     inner.n_snapshots
                 ),
             };
-            (inner.index.clone(), meta)
+            let pending = match inner.store.as_mut() {
+                Some(store) => store.sync_later().map_err(io_error)?,
+                None => return Err(io_error(snapshot_install::NotOpen)),
+            };
+            (inner.index.clone(), meta, inner.generation, pending)
         };
-        // Encoding a deep queue takes a while: off the tokio workers, with
-        // the file write.
         let dir = self.dir.clone();
         let file_meta = meta.clone();
-        let data = tokio::task::spawn_blocking(move || {
-            let data = index.encode();
-            let file = encode_file(&file_meta, &data)?;
-            write_durably(&dir, SNAPSHOT_FILE, &file).map_err(io_error)?;
-            Ok::<_, StorageError<NodeId>>(data)
+        tokio::task::spawn_blocking(move || {
+            // The segments the snapshot names are durable before it is.
+            pending.run().map_err(io_error)?;
+            replica_files::write_durably(&dir, SNAPSHOT_FILE, |out| {
+                snapshot_file::write(out, &file_meta, generation, &index)
+            })
+            .map_err(io_error)
         })
         .await
         .map_err(io_error)??;
+        // Compacted segments may go once a snapshot names their successors.
+        if let Some(store) = self.shared.lock().store.as_mut() {
+            store.delete_retired().map_err(io_error)?;
+        }
+        // openraft keeps only the meta of what this returns; the bytes a
+        // follower needs come from `get_current_snapshot`.
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(SnapshotData::lazy(|| {
+                Err(std::io::Error::other("a built snapshot is not streamed"))
+            })),
         })
     }
 }
@@ -211,7 +309,8 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
         I: IntoIterator<Item = Entry<QueueRaft>> + Send,
         I::IntoIter: Send,
     {
-        let mut inner = self.shared.lock();
+        let shared = &self.shared;
+        let mut inner = shared.lock();
         let mut responses = Vec::new();
         let mut log_bytes = 0u64;
         for entry in entries {
@@ -223,34 +322,17 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                     log_bytes += messages.iter().map(|m| m.len() as u64).sum::<u64>();
                     for (position, message) in messages.into_iter().enumerate() {
                         let id = message_id(entry.log_id.index, position);
-                        if let Some(stored) = inner.index.enqueue(id, message) {
-                            if inner.leading {
-                                let mut queued = QueueEntry::new(id, stored.message);
-                                queued.delivery_count = stored.delivery_count;
-                                inner.dispatcher.push(queued);
-                            }
-                        }
+                        inner
+                            .enqueue(&shared.limits, id, message)
+                            .map_err(apply_error)?;
                     }
                 }
                 EntryPayload::Normal(Command::Settle { ids, kind }) => {
                     log_bytes += 8 * ids.len() as u64;
                     for id in ids {
-                        let failed_count = inner.index.settle(id, kind);
-                        if !inner.leading {
-                            continue;
-                        }
-                        match (kind, failed_count) {
-                            (SettleKind::Remove, _) => inner.dispatcher.remove(id),
-                            // The dispatcher may have been rebuilt from the
-                            // index before this entry applied (a restarted
-                            // leader applies its log tail after it leads):
-                            // it must not hand the message out with a
-                            // delivery-count below the replicated one.
-                            (SettleKind::Failed, Some(count)) => {
-                                inner.dispatcher.raise_delivery_count(id, count)
-                            }
-                            (SettleKind::Failed, None) => {}
-                        }
+                        inner
+                            .settle(&shared.limits, id, kind)
+                            .map_err(apply_error)?;
                     }
                 }
                 EntryPayload::Membership(membership) => {
@@ -259,17 +341,19 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
             }
             responses.push(Applied);
         }
-        let live_bytes = inner.index.bytes();
+        inner.refill(&shared.queue);
+        let resident_bytes = inner.index.resident_bytes();
         if inner
             .growth
-            .applied(log_bytes, live_bytes, self.shared.snapshot_floor_bytes)
+            .applied(log_bytes, resident_bytes, shared.snapshot_floor_bytes)
         {
             tracing::debug!(
                 log_bytes = inner.growth.since_snapshot(),
-                live_bytes,
+                resident_bytes,
+                live_bytes = inner.index.bytes(),
                 "quorum queue: log grew past its snapshot threshold"
             );
-            self.shared.snapshot_wanted.signal();
+            shared.snapshot_wanted.signal();
         }
         Ok(responses)
     }
@@ -280,43 +364,29 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
 
     async fn begin_receiving_snapshot(
         &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    ) -> Result<Box<SnapshotData>, StorageError<NodeId>> {
+        let file = replica_files::incoming_file(&self.dir).map_err(io_error)?;
+        Ok(Box::new(SnapshotData::file(file)))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotData>,
     ) -> Result<(), StorageError<NodeId>> {
-        let data = snapshot.into_inner();
-        let index = MessageIndex::decode(&data).map_err(read_error)?;
-        let file = encode_file(meta, &data)?;
-        let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &file))
-            .await
-            .map_err(io_error)?
-            .map_err(io_error)?;
-        let mut inner = self.shared.lock();
-        inner.index = index;
-        inner.last_applied = meta.last_log_id;
-        inner.membership = meta.last_membership.clone();
-        Ok(())
+        snapshot_install::install(&self.shared, &self.dir, meta, *snapshot).await
     }
 
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<QueueRaft>>, StorageError<NodeId>> {
-        let path = self.dir.join(SNAPSHOT_FILE);
-        let file = match tokio::fs::read(&path).await {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(read_error(e)),
-        };
-        let (meta, data) = decode_file(&file)?;
-        Ok(Some(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(data.to_vec())),
-        }))
+        // Before the first snapshot there is nothing to send (the log
+        // still holds every entry); after it, the state now serves as well
+        // as the one recorded, and its segments are all still readable.
+        match tokio::fs::try_exists(self.dir.join(SNAPSHOT_FILE)).await {
+            Ok(true) => self.transfer_snapshot().map(Some),
+            Ok(false) => Ok(None),
+            Err(e) => Err(read_error(e)),
+        }
     }
 }

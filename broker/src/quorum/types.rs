@@ -1,8 +1,6 @@
 //! The openraft type configuration of a quorum queue's Raft group and the
 //! commands its log carries.
 
-use std::io::Cursor;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -50,7 +48,7 @@ openraft::declare_raft_types!(
         NodeId = NodeId,
         Node = openraft::BasicNode,
         Entry = openraft::Entry<QueueRaft>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = super::snapshot_data::SnapshotData,
         AsyncRuntime = openraft::TokioRuntime,
 );
 

@@ -1,0 +1,149 @@
+//! The leader's feed from the replicated index into its dispatcher: the
+//! dispatcher holds a window of the oldest messages (bodies loaded, from
+//! memory or from segment files), not the whole queue, so a deep queue
+//! costs the leader its index and the window, never every body. New
+//! messages go straight to the dispatcher while it has seen everything
+//! before them; otherwise the window is topped up from the index as
+//! consumers take from it.
+//!
+//! A body that cannot be read back intact is never served: the queue stops
+//! serving on this node, says why, and closes its consumers.
+
+use super::index::Placement;
+use super::state_machine::Inner;
+use crate::codec::definitions::condition;
+use crate::codec::MessageView;
+use crate::queue::dispatch::Entry;
+use crate::queue::{Message, QueueEventKind};
+
+/// Messages the dispatcher is topped up to.
+const WINDOW: usize = 1024;
+/// Bytes loaded into the window per top-up at most.
+const WINDOW_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Which part of the index the dispatcher has seen.
+#[derive(Debug, Default)]
+pub(crate) struct Feed {
+    /// The highest id handed to the dispatcher since this node leads.
+    cursor: Option<u64>,
+    /// Ids up to this were in the index when this node began leading: an
+    /// earlier leader may have delivered them.
+    redelivered_upto: Option<u64>,
+    /// Why this replica stopped serving the queue (a body it cannot read).
+    damaged: Option<String>,
+}
+
+impl Feed {
+    /// Whether every message up to `last_id` has been fed.
+    pub(crate) fn caught_up(&self, last_id: Option<u64>) -> bool {
+        last_id.is_none() || self.cursor >= last_id
+    }
+}
+
+impl Inner {
+    /// This node starts leading: feed from the start of the index.
+    pub(crate) fn start_feed(&mut self) {
+        self.feed.cursor = None;
+        self.feed.redelivered_upto = self.index.last_id();
+    }
+
+    /// This node stops leading.
+    pub(crate) fn stop_feed(&mut self) {
+        self.feed.cursor = None;
+        self.feed.redelivered_upto = None;
+    }
+
+    /// Why this replica does not serve the queue, if it does not.
+    pub(crate) fn damaged(&self) -> Option<&str> {
+        self.feed.damaged.as_deref()
+    }
+
+    /// A message just applied, when every earlier one was fed.
+    pub(crate) fn feed_new(&mut self, id: u64, message: Message, delivery_count: u32) {
+        if self.feed.damaged.is_some() || self.dispatcher.n_ready() >= WINDOW {
+            return;
+        }
+        let mut entry = Entry::new(id, message);
+        entry.delivery_count = delivery_count;
+        entry.redelivered = self.feed.redelivered_upto.is_some_and(|upto| id <= upto);
+        self.feed.cursor = Some(id);
+        self.dispatcher.push(entry);
+    }
+
+    /// Top the dispatcher's window up from the index (leader only).
+    pub(crate) fn refill(&mut self, queue: &str) {
+        if !self.leading || self.feed.damaged.is_some() {
+            return;
+        }
+        let ready = self.dispatcher.n_ready();
+        if ready >= WINDOW / 2 {
+            return;
+        }
+        let mut loaded = 0u64;
+        for slot in self.index.next_after(self.feed.cursor, WINDOW - ready) {
+            let body = match slot.placement {
+                Placement::Resident => self
+                    .index
+                    .resident_body(slot.id)
+                    .ok_or_else(|| "resident body not in memory".to_string()),
+                Placement::Paged => match self.store.as_ref() {
+                    Some(store) => store
+                        .read(slot.location, slot.id)
+                        .map_err(|e| e.to_string()),
+                    None => Err("segment store not open".to_string()),
+                },
+                Placement::Missing | Placement::Dead => {
+                    Err("its segment file was gone at restart".to_string())
+                }
+            };
+            let message = body.and_then(|bytes| {
+                let view = MessageView::scan(&bytes).map_err(|e| e.to_string())?;
+                Ok(Message {
+                    header: view.header,
+                    header_len: view.header_len as u32,
+                    bytes,
+                })
+            });
+            let message = match message {
+                Ok(message) => message,
+                Err(reason) => {
+                    self.damage(queue, slot.id, reason);
+                    return;
+                }
+            };
+            loaded += message.len() as u64;
+            let mut entry = Entry::new(slot.id, message);
+            entry.delivery_count = slot.delivery_count;
+            entry.redelivered = self
+                .feed
+                .redelivered_upto
+                .is_some_and(|upto| slot.id <= upto);
+            self.feed.cursor = Some(slot.id);
+            self.dispatcher.push(entry);
+            if loaded >= WINDOW_BYTES {
+                break;
+            }
+        }
+    }
+
+    /// Stop serving the queue here: message `id` cannot be read back.
+    fn damage(&mut self, queue: &str, id: u64, reason: String) {
+        tracing::error!(
+            %queue, id, %reason,
+            "quorum queue: a message body cannot be read back intact; \
+             this replica stops serving the queue"
+        );
+        let description = format!("{queue}: message {id} cannot be read on this node: {reason}");
+        self.feed.damaged = Some(description.clone());
+        for consumer in self.dispatcher.clear() {
+            self.routed.remove(&consumer.id);
+            consumer.sink.send(
+                consumer.tag,
+                QueueEventKind::Closed {
+                    condition: condition::INTERNAL_ERROR,
+                    description: description.clone(),
+                },
+            );
+        }
+    }
+}
