@@ -48,8 +48,20 @@ impl SegmentStore {
     /// cannot be read the whole compaction is abandoned (temp files
     /// removed) and nothing changes.
     pub fn compact(&mut self, live_percent_max: u32) -> Result<Compaction, StoreError> {
+        self.compact_bounded(live_percent_max, u64::MAX)
+    }
+
+    /// Like [`compact`](Self::compact), but copies about `max_copy_bytes`
+    /// of live records at most (oldest segments first; always at least one
+    /// segment), so a caller holding a lock bounds how long it holds it.
+    pub fn compact_bounded(
+        &mut self,
+        live_percent_max: u32,
+        max_copy_bytes: u64,
+    ) -> Result<Compaction, StoreError> {
         self.check_writable()?;
         let percent = u128::from(live_percent_max);
+        let mut copy_bytes = 0u64;
         let candidates: Vec<u32> = self
             .segments
             .iter()
@@ -58,6 +70,11 @@ impl SegmentStore {
                     && entry.live.n_live() > 0
                     && u128::from(entry.live.live_bytes()) * 100
                         < u128::from(entry.segment.bytes()) * percent
+            })
+            .take_while(|(_, entry)| {
+                let first = copy_bytes == 0;
+                copy_bytes = copy_bytes.saturating_add(entry.live.live_bytes());
+                first || copy_bytes <= max_copy_bytes
             })
             .map(|(seq, _)| *seq)
             .collect();

@@ -169,6 +169,18 @@ impl MessageIndex {
         }
     }
 
+    /// Point paged message `id` at `to` if it is at `from` (compaction
+    /// moved its record).
+    pub(crate) fn relocate(&mut self, id: u64, from: Location, to: Location) {
+        if let Some(position) = self.position(id) {
+            if let Some(slot) = self.slots.get_mut(position) {
+                if slot.placement == Placement::Paged && slot.location == from {
+                    slot.location = to;
+                }
+            }
+        }
+    }
+
     /// Live slots after `cursor` (from the start without one), in id
     /// order, at most `max`.
     pub(crate) fn next_after(&self, cursor: Option<u64>, max: usize) -> Vec<Slot> {

@@ -153,7 +153,10 @@ impl QuorumQueue {
             self.node_id,
             &self.address.to_string(),
         );
-        self.shared.lock().leading
+        let inner = self.shared.lock();
+        // A replica that cannot read a body back does not serve here, so
+        // links look for the queue elsewhere instead of retrying here.
+        inner.leading && inner.damaged().is_none()
     }
 
     /// Whether this node leads (as last synced).
@@ -238,9 +241,14 @@ impl Queue for QuorumQueue {
             self.node_id,
             &self.address.to_string(),
         );
-        if self.shared.lock().leading {
+        let inner = self.shared.lock();
+        if let Some(damaged) = inner.damaged() {
+            return Err(QueueError::Refused(damaged.to_string()));
+        }
+        if inner.leading {
             Ok(())
         } else {
+            drop(inner);
             Err(self.not_leader())
         }
     }

@@ -122,6 +122,11 @@ impl Drop for Shared {
     }
 }
 
+/// A sealed segment under this share of live bytes is compacted.
+const COMPACT_LIVE_PERCENT: u32 = 50;
+/// Live bytes copied by compaction per snapshot at most.
+const COMPACT_BYTES_PER_SNAPSHOT: u64 = 8 * 1024 * 1024;
+
 /// The state machine of one group.
 #[derive(Clone)]
 pub(crate) struct QueueStateMachine {
@@ -260,10 +265,19 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
                     inner.n_snapshots
                 ),
             };
-            let pending = match inner.store.as_mut() {
-                Some(store) => store.sync_later().map_err(io_error)?,
-                None => return Err(io_error(snapshot_install::NotOpen)),
+            let Some(store) = inner.store.as_mut() else {
+                return Err(io_error(snapshot_install::NotOpen));
             };
+            // Reclaim sparse segments a bounded amount at a time (this
+            // holds the lock); the snapshot records the moves and only
+            // then are the old files deleted (below).
+            let compaction = store
+                .compact_bounded(COMPACT_LIVE_PERCENT, COMPACT_BYTES_PER_SNAPSHOT)
+                .map_err(io_error)?;
+            let pending = store.sync_later().map_err(io_error)?;
+            for moved in compaction.moves {
+                inner.index.relocate(moved.id, moved.from, moved.to);
+            }
             (inner.index.clone(), meta, inner.generation, pending)
         };
         let dir = self.dir.clone();
