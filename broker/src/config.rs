@@ -196,6 +196,8 @@ pub struct QuorumConfig {
     /// A queue's segment file is closed and a new one started past this
     /// size.
     pub segment_max_bytes: u32,
+    /// redb's page cache for the node's Raft log, in bytes.
+    pub log_cache_bytes: usize,
 }
 
 impl QuorumConfig {
@@ -228,8 +230,9 @@ impl Default for QuorumConfig {
             publish_timeout_ms: 10_000,
             leader_wait_ms: 15_000,
             resident_budget_bytes: 64 * 1024 * 1024,
-            queue_resident_budget_bytes: 32 * 1024 * 1024,
+            queue_resident_budget_bytes: 16 * 1024 * 1024,
             segment_max_bytes: 64 * 1024 * 1024,
+            log_cache_bytes: 32 * 1024 * 1024,
         }
     }
 }

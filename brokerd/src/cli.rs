@@ -46,6 +46,7 @@ docs/operations.md for all of them):
 
     [quorum]
     node_id = 1
+    resident_budget_bytes = 67108864   # bodies in memory, whole node
 
     [cluster]                 # cluster mode: the fabric between nodes
     fabric_listen = \"127.0.0.1:5682\"
@@ -139,6 +140,22 @@ pub struct Cli {
     /// 0 disables it [default: 60000].
     #[arg(long, env = "RAMQP_IDLE_TIMEOUT_MS", value_name = "MS")]
     pub idle_timeout_ms: Option<u32>,
+
+    /// Bytes of message bodies the node's quorum queues keep in memory
+    /// together; past it bodies are paged to segment files (`[quorum]
+    /// resident_budget_bytes`) [default: 67108864].
+    #[arg(long, env = "RAMQP_RESIDENT_BUDGET", value_name = "BYTES")]
+    pub resident_budget: Option<u64>,
+
+    /// Bytes of message bodies one quorum queue keeps in memory at most
+    /// (`[quorum] queue_resident_budget_bytes`) [default: 16777216].
+    #[arg(long, env = "RAMQP_QUEUE_RESIDENT_BUDGET", value_name = "BYTES")]
+    pub queue_resident_budget: Option<u64>,
+
+    /// A quorum queue's segment file rolls past this size (`[quorum]
+    /// segment_max_bytes`) [default: 67108864].
+    #[arg(long, env = "RAMQP_SEGMENT_MAX_BYTES", value_name = "BYTES", value_parser = clap::value_parser!(u32).range(4096..))]
+    pub segment_max_bytes: Option<u32>,
 
     /// This node's id in its cluster: unique, non-zero [default: 1].
     #[arg(long, env = "RAMQP_NODE_ID", value_name = "ID", value_parser = clap::value_parser!(u64).range(1..))]

@@ -61,6 +61,7 @@ mod error;
 mod live;
 mod location;
 mod options;
+mod read_batch;
 pub mod record;
 mod segment;
 mod store;

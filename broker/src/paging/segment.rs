@@ -225,6 +225,30 @@ impl Segment {
             .map_err(|e| StoreError::io("read segment", &self.path, e))
     }
 
+    /// Reads `len` bytes at `offset`, which may span the written file and
+    /// the buffer; the caller has checked `offset + len <= self.bytes()`.
+    pub(super) fn read_range(&self, offset: u64, len: usize) -> Result<Vec<u8>, StoreError> {
+        let mut out = vec![0u8; len];
+        let in_file = self.file_bytes.saturating_sub(offset).min(len as u64) as usize;
+        if in_file > 0 {
+            self.file
+                .read_exact_at(&mut out[..in_file], offset)
+                .map_err(|e| StoreError::io("read segment", &self.path, e))?;
+        }
+        if in_file < len {
+            let start = (offset + in_file as u64 - self.file_bytes) as usize;
+            let Some(src) = self.buffer.get(start..start + (len - in_file)) else {
+                return Err(StoreError::io(
+                    "read buffered segment",
+                    &self.path,
+                    std::io::ErrorKind::UnexpectedEof.into(),
+                ));
+            };
+            out[in_file..].copy_from_slice(src);
+        }
+        Ok(out)
+    }
+
     /// Reads and checks the header at `offset`: the body length is checked
     /// against `max_body_bytes` and the segment's size before anything is
     /// sized by it.

@@ -13,12 +13,13 @@ use super::index::Placement;
 use super::state_machine::Inner;
 use crate::codec::definitions::condition;
 use crate::codec::MessageView;
+use crate::paging::Location;
 use crate::queue::dispatch::Entry;
 use crate::queue::{Message, QueueEventKind};
 
 /// Messages the dispatcher is topped up to.
 const WINDOW: usize = 1024;
-/// Bytes loaded into the window per top-up at most.
+/// Bytes loaded into the window per top-up at most (at least one message).
 const WINDOW_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Which part of the index the dispatcher has seen.
@@ -79,17 +80,35 @@ impl Inner {
         if ready >= WINDOW / 2 {
             return;
         }
-        let mut loaded = 0u64;
-        for slot in self.index.next_after(self.feed.cursor, WINDOW - ready) {
+        // Bounded by count and by bytes before anything is read.
+        let mut slots = self.index.next_after(self.feed.cursor, WINDOW - ready);
+        let mut bytes = 0u64;
+        let keep = slots
+            .iter()
+            .take_while(|slot| {
+                let first = bytes == 0;
+                bytes += u64::from(slot.location.body_bytes);
+                first || bytes <= WINDOW_BYTES
+            })
+            .count();
+        slots.truncate(keep);
+        let paged: Vec<(Location, u64)> = slots
+            .iter()
+            .filter(|s| s.placement == Placement::Paged)
+            .map(|s| (s.location, s.id))
+            .collect();
+        let mut paged_bodies = match self.store.as_ref() {
+            Some(store) => store.read_batch(&paged).into_iter(),
+            None => Vec::new().into_iter(),
+        };
+        for slot in slots {
             let body = match slot.placement {
                 Placement::Resident => self
                     .index
                     .resident_body(slot.id)
                     .ok_or_else(|| "resident body not in memory".to_string()),
-                Placement::Paged => match self.store.as_ref() {
-                    Some(store) => store
-                        .read(slot.location, slot.id)
-                        .map_err(|e| e.to_string()),
+                Placement::Paged => match paged_bodies.next() {
+                    Some(read) => read.map_err(|e| e.to_string()),
                     None => Err("segment store not open".to_string()),
                 },
                 Placement::Missing | Placement::Dead => {
@@ -111,7 +130,6 @@ impl Inner {
                     return;
                 }
             };
-            loaded += message.len() as u64;
             let mut entry = Entry::new(slot.id, message);
             entry.delivery_count = slot.delivery_count;
             entry.redelivered = self
@@ -120,9 +138,6 @@ impl Inner {
                 .is_some_and(|upto| slot.id <= upto);
             self.feed.cursor = Some(slot.id);
             self.dispatcher.push(entry);
-            if loaded >= WINDOW_BYTES {
-                break;
-            }
         }
     }
 

@@ -114,7 +114,7 @@ impl QuorumNode {
             path: dir.clone(),
             source,
         })?;
-        let store = open_log_store(&dir.join("raft-log.redb")).await?;
+        let store = open_log_store(&dir.join("raft-log.redb"), config.log_cache_bytes).await?;
         let raft_config = openraft::Config {
             cluster_name: "ramqp".into(),
             heartbeat_interval: config.heartbeat_interval_ms,

@@ -80,7 +80,7 @@ impl Default for BodyLimits {
     fn default() -> Self {
         BodyLimits {
             node: Arc::new(NodeBudget::new(64 * 1024 * 1024)),
-            queue_bytes: 64 * 1024 * 1024,
+            queue_bytes: 16 * 1024 * 1024,
             store: StoreOptions::default(),
         }
     }

@@ -15,10 +15,20 @@ const STORE_RELEASE_WAIT: Duration = Duration::from_secs(10);
 /// in flight from a peer, a replication reader) may hold the file for a
 /// moment after shutdown; redb then reports it as already open, and we
 /// retry until it is released, bounded.
-pub(crate) async fn open_log_store(path: &Path) -> Result<LogStore, store_redb::Error> {
+/// `cache_bytes` is redb's page cache: the log is written far more than
+/// read (followers are fed from recent entries), so a small cache keeps the
+/// node's memory flat at no cost to the write path.
+pub(crate) async fn open_log_store(
+    path: &Path,
+    cache_bytes: usize,
+) -> Result<LogStore, store_redb::Error> {
     let deadline = tokio::time::Instant::now() + STORE_RELEASE_WAIT;
+    let options = LogStoreOptions {
+        cache_size_bytes: cache_bytes,
+        ..LogStoreOptions::default()
+    };
     loop {
-        match LogStore::open(path, LogStoreOptions::default()) {
+        match LogStore::open(path, options.clone()) {
             Err(e) if e.is_already_open() && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
