@@ -30,4 +30,4 @@ mod node;
 pub use config::BrokerConfig;
 #[cfg(feature = "test-cluster")]
 pub use node::Cluster;
-pub use node::{Broker, BrokerError};
+pub use node::{Broker, BrokerError, FatalError};

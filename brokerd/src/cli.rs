@@ -54,7 +54,9 @@ docs/operations.md for all of them):
 
 Signals: SIGTERM or SIGINT close every connection with amqp:connection:forced
 and exit 0 (in cluster mode after handing away the leadership of every
-queue this node leads). Exit code 2 means the configuration was rejected.
+queue this node leads). Exit code 2 means the configuration was rejected;
+70 that the node stopped on a storage fault (a failed write or fsync, a full
+disk) and must be restarted to recover from its data directory.
 Once listening, exactly one line `ramqp-brokerd listening on <addr>` is
 printed to stdout; logs go to stderr.";
 

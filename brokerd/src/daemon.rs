@@ -1,11 +1,19 @@
 //! The daemon's life cycle: start the broker, announce readiness on stdout,
-//! wait for SIGINT or SIGTERM, shut down gracefully.
+//! wait for SIGINT or SIGTERM, shut down gracefully; or, on a fatal storage
+//! fault of the broker (`Broker::fatal`), exit at once with
+//! [`EXIT_STORAGE_FAULT`] (fail-stop, see docs/operations.md "Disk errors").
 
 use std::io::Write;
 
 use anyhow::Context;
-use broker::{Broker, BrokerConfig, BrokerError};
+use broker::{Broker, BrokerConfig, BrokerError, FatalError};
 use tokio::signal::unix::{signal, Signal, SignalKind};
+
+/// Exit code after a fatal storage fault (a failed fsync or write, a full
+/// disk): 70, `EX_SOFTWARE` of sysexits(3), "an internal software error
+/// has been detected": the node can no longer serve and must be restarted,
+/// which recovers every committed message from disk.
+pub const EXIT_STORAGE_FAULT: i32 = 70;
 
 /// Why a run ended badly; `main` turns it into an exit code.
 #[derive(Debug)]
@@ -82,7 +90,10 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
     );
     announce(&broker);
 
-    let first = signals.next().await;
+    let first = tokio::select! {
+        stop = signals.next() => stop,
+        error = broker.fatal() => fail_stop(&error),
+    };
     tracing::info!(signal = first.name(), "shutting down: closing connections");
     let shutdown = broker.shutdown();
     tokio::pin!(shutdown);
@@ -104,6 +115,20 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// Fail-stop: log the fault, print one line on stderr, exit with
+/// [`EXIT_STORAGE_FAULT`] at once. No graceful shutdown and no destructors:
+/// the log store must not be written again by this process (its in-memory
+/// state is ahead of the disk), and a disk that hangs must not hold the
+/// exit. A supervisor restarts the node, which recovers from disk.
+fn fail_stop(error: &FatalError) -> ! {
+    tracing::error!(%error, exit_code = EXIT_STORAGE_FAULT, "fatal storage fault: exiting");
+    eprintln!(
+        "ramqp-brokerd: fatal: {error}; exiting with code {EXIT_STORAGE_FAULT} \
+         (restart the node to recover from its data directory)"
+    );
+    std::process::exit(EXIT_STORAGE_FAULT)
 }
 
 /// Print the one stdout line scripts wait for and flush it right away:

@@ -3,7 +3,8 @@
 //! Reads the command line, the optional TOML config file and `RAMQP_*`
 //! environment variables (see `settings`), sets up logging, runs the broker
 //! until SIGINT/SIGTERM. Exit codes: 0 after a graceful shutdown, 2 for a
-//! rejected configuration, 1 for any other failure.
+//! rejected configuration, 70 after a fatal storage fault (fail-stop, see
+//! `daemon`), 1 for any other failure.
 
 #![forbid(unsafe_code)]
 

@@ -22,7 +22,7 @@ use openraft::RaftTypeConfig;
 use redb::{Database, ReadableDatabase, ReadableTable};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::Error;
 use crate::group::{ErasedGroup, GroupLogStore, GroupShared};
@@ -94,6 +94,11 @@ pub struct LogStore {
 
 type Registry = HashMap<u64, Weak<dyn ErasedGroup>>;
 
+/// The store's first failed commit, once there is one: set by the writer
+/// thread when it poisons itself, read by [`LogStore::failed`] and
+/// [`LogStore::failure`].
+pub(crate) type FailureWatch = Arc<watch::Sender<Option<Arc<Error>>>>;
+
 pub(crate) struct Inner {
     db: Arc<Database>,
     /// `None` only while dropping.
@@ -101,6 +106,7 @@ pub(crate) struct Inner {
     writer: Option<JoinHandle<()>>,
     stats: Arc<BatchStats>,
     groups: Mutex<Registry>,
+    failure: FailureWatch,
 }
 
 impl Drop for Inner {
@@ -132,12 +138,14 @@ impl LogStore {
         let db = Arc::new(db);
         let stats = Arc::new(BatchStats::default());
         let (sender, receiver) = mpsc::channel(options.write_queue_capacity_requests.max(1));
+        let failure: FailureWatch = Arc::new(watch::Sender::new(None));
         let writer = Writer::spawn(
             db.clone(),
             receiver,
             stats.clone(),
             options.batch_requests_max,
             options.quick_repair,
+            failure.clone(),
         )?;
         Ok(LogStore {
             inner: Arc::new(Inner {
@@ -146,6 +154,7 @@ impl LogStore {
                 writer: Some(writer),
                 stats,
                 groups: Mutex::new(HashMap::new()),
+                failure,
             }),
         })
     }
@@ -230,6 +239,35 @@ impl LogStore {
         }
         self.submit_and_wait(WriteOp::RemoveGroup { group_id }, || {})
             .await
+    }
+
+    /// The error of the commit that poisoned the writer, if one failed:
+    /// from then on the store refuses every write until it is reopened.
+    pub fn failure(&self) -> Option<Arc<Error>> {
+        self.inner.failure.borrow().clone()
+    }
+
+    /// Resolves with the error of the first failed commit (at once if one
+    /// already failed). A failed commit (an I/O error, a full disk, a failed
+    /// fsync) stops every Raft group writing here, since their in-memory
+    /// state has moved ahead of the disk; the process that owns the store
+    /// must then reopen it or stop (a library does not exit the process:
+    /// it hands the error to its owner through this future). Never resolves
+    /// when the store closes without a failure. The future holds no handle
+    /// of the store, so awaiting it does not keep the file open.
+    pub fn failed(&self) -> impl std::future::Future<Output = Arc<Error>> + Send + 'static {
+        let mut failure = self.inner.failure.subscribe();
+        async move {
+            loop {
+                if let Some(error) = failure.borrow_and_update().clone() {
+                    return error;
+                }
+                if failure.changed().await.is_err() {
+                    // The store closed without a failure.
+                    return std::future::pending().await;
+                }
+            }
+        }
     }
 
     /// Counters of the group-commit writer.

@@ -29,7 +29,9 @@
 //! A failed commit fails every request of its batch and poisons the writer:
 //! every later request fails with the same error until the store is
 //! reopened, because the groups' in-memory state (tails, last log ids) has
-//! moved ahead of a disk that did not follow.
+//! moved ahead of a disk that did not follow. The first failure is also
+//! published on the store's failure watch ([`FailureWatch`]), so the owner
+//! of the process can stop it (see `LogStore::failed`).
 //!
 //! Shutdown: the thread exits when every sender is dropped (the last
 //! `LogStore` clone), after committing what was queued.
@@ -43,6 +45,7 @@ use tokio::sync::mpsc;
 
 use crate::error::Error;
 use crate::stats::{BatchStats, CommitTally};
+use crate::store::FailureWatch;
 use crate::tables::{MetaKind, ENTRIES, META};
 
 /// A commit at least this long is logged as a warning.
@@ -96,6 +99,8 @@ pub(crate) struct Writer {
     batch_requests_max: usize,
     quick_repair: bool,
     failed: Option<Arc<Error>>,
+    /// Where the first failure is published for `LogStore::failed`.
+    failure: FailureWatch,
     /// A read transaction of the last commit, held until the next one
     /// begins: see [`Writer::repin`].
     pin: Option<ReadTransaction>,
@@ -109,6 +114,7 @@ impl Writer {
         stats: Arc<BatchStats>,
         batch_requests_max: usize,
         quick_repair: bool,
+        failure: FailureWatch,
     ) -> Result<JoinHandle<()>, Error> {
         let writer = Writer {
             db,
@@ -117,6 +123,7 @@ impl Writer {
             batch_requests_max: batch_requests_max.max(1),
             quick_repair,
             failed: None,
+            failure,
             pin: None,
         };
         std::thread::Builder::new()
@@ -173,6 +180,9 @@ impl Writer {
                 self.stats.record_failure();
                 let e = Arc::new(e);
                 self.failed = Some(e.clone());
+                // Stored whether or not anyone watches yet: a watcher that
+                // subscribes later sees it at once.
+                self.failure.send_replace(Some(e.clone()));
                 Err(e)
             }
         }

@@ -47,7 +47,7 @@ def brokerd_path() -> Path:
 class BrokerProcess:
     """One running ramqp-brokerd and where to reach it."""
 
-    def __init__(self, extra_args, extra_env=None, listen="127.0.0.1:0"):
+    def __init__(self, extra_args, extra_env=None, listen="127.0.0.1:0", data_dir=None):
         binary = brokerd_path()
         if not binary.is_file():
             pytest.fail(
@@ -55,7 +55,8 @@ class BrokerProcess:
                 "(cargo build -p ramqp-brokerd) or set RAMQP_BROKERD"
             )
         self.tmp = Path(tempfile.mkdtemp(prefix="ramqp-interop-"))
-        self.data_dir = self.tmp / "data"
+        # A test may put the data elsewhere (a small loop-mounted disk).
+        self.data_dir = Path(data_dir) if data_dir else self.tmp / "data"
         self.stderr_path = self.tmp / "stderr.log"
         self.args = [
             str(binary),
@@ -200,12 +201,13 @@ class BrokerProcess:
 
 @pytest.fixture
 def start_broker():
-    """Factory: start_broker(*extra_args, env={...}) -> BrokerProcess. Every
+    """Factory: start_broker(*extra_args, env={...}, data_dir=None) ->
+    BrokerProcess (data in a fresh temporary directory unless given). Every
     broker started is stopped with SIGTERM at teardown and must exit 0."""
     started = []
 
-    def start(*extra_args, env=None):
-        broker = BrokerProcess(list(extra_args), env)
+    def start(*extra_args, env=None, data_dir=None):
+        broker = BrokerProcess(list(extra_args), env, data_dir=data_dir)
         started.append(broker)
         return broker
 

@@ -338,6 +338,13 @@ impl Metadata {
         }
     }
 
+    /// Why this node's replica of the group stopped, if its core quit on
+    /// an error (a storage failure): it then serves nothing until the node
+    /// restarts. See `crate::raft::core_fault`.
+    pub(crate) fn core_fault(&self) -> Option<String> {
+        crate::raft::core_fault(&self.raft.metrics().borrow())
+    }
+
     /// Build a snapshot now (maintenance and tests; openraft also builds
     /// them by its snapshot policy).
     pub async fn trigger_snapshot(&self) -> Result<(), MetaError> {

@@ -17,6 +17,7 @@ use super::accept::{accept_loop, SHUTDOWN_GRACE};
 use super::data_dir::DataDir;
 use super::dispatcher::NodeDispatcher;
 use super::fabric::{FabricSettings, FabricTransport};
+use super::fatal::{watch_node, FatalError, FatalWatch};
 use super::registry::Registry;
 use super::replica_sets::MetadataReplicaSets;
 use super::startup::{effective_quorum_config, initial_members, validate};
@@ -78,6 +79,8 @@ pub struct Broker {
     _handler: Arc<NodeDispatcher>,
     _admin: Option<Arc<AdminService>>,
     node_id: u64,
+    /// The first fatal fault of the node's storage, once there is one.
+    fatal: FatalWatch,
 }
 
 /// The node's parts that serve queues, assembled in order (each step
@@ -130,6 +133,13 @@ impl Broker {
             .as_ref()
             .map(|fabric| start_admin(&config, node_id, local_addr, &parts, fabric));
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let fatal = FatalWatch::new();
+        watch_node(
+            fatal.clone(),
+            &parts.quorum,
+            &parts.metadata,
+            shutdown_rx.clone(),
+        );
         let context = Arc::new(ConnectionContext {
             container_id: config
                 .container_id
@@ -154,6 +164,7 @@ impl Broker {
             _handler: handler,
             _admin: admin,
             node_id,
+            fatal,
         })
     }
 
@@ -180,6 +191,21 @@ impl Broker {
     /// This node's id.
     pub fn node_id(&self) -> u64 {
         self.node_id
+    }
+
+    /// Resolves with the first fatal fault of this node: its Raft log store
+    /// refused a write (an I/O error, a failed fsync, a full disk) or one
+    /// of its Raft groups stopped on such an error. From then on the node
+    /// serves none of the affected quorum queues until it is restarted on
+    /// its data directory, which recovers what was committed. The broker
+    /// does not stop by itself: the caller decides (`ramqp-brokerd` exits
+    /// non-zero at once; an embedder may `shutdown` and start again).
+    ///
+    /// The future holds no handle of the broker, so it can be awaited
+    /// next to a `shutdown` signal; it never resolves if the broker stops
+    /// without a fault.
+    pub fn fatal(&self) -> impl std::future::Future<Output = FatalError> + Send + 'static {
+        self.fatal.wait()
     }
 
     /// Names and depths of the queues that exist now.

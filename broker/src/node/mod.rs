@@ -7,6 +7,8 @@
 //! - `startup.rs`: configuration checks and what is derived from it;
 //! - `data_dir.rs`: the data directory (given, or temporary);
 //! - `accept.rs`: the AMQP accept loop;
+//! - `fatal.rs`: watching for storage faults that leave the node unable to
+//!   serve (`Broker::fatal`);
 //! - `dispatcher.rs`: the node's transport handler (Raft, metadata, forwarding);
 //! - `registry.rs`: queues by address (the engine's `QueueDirectory`);
 //! - `replica_sets.rs`: the cluster metadata as the quorum side's replica sets;
@@ -22,10 +24,12 @@ mod cluster;
 mod data_dir;
 mod dispatcher;
 mod fabric;
+mod fatal;
 mod registry;
 mod replica_sets;
 mod startup;
 
 pub use broker::{Broker, BrokerError};
+pub use fatal::FatalError;
 #[cfg(feature = "test-cluster")]
 pub use cluster::Cluster;

@@ -6,12 +6,14 @@
 //! - `rpc_kind.rs`: which Raft RPC an [`crate::net::Envelope`] carries;
 //! - `store.rs`: opening the node-wide log store (one redb file);
 //! - `leadership.rs`: the steps of a leadership hand-off that do not depend
-//!   on what a group replicates.
+//!   on what a group replicates;
+//! - `fault.rs`: whether a group's core stopped on a storage error.
 //!
 //! Architecture invariant: nothing here knows what a group replicates
 //! (queues, messages, cluster members). It sits below `quorum` and `meta`,
 //! which never import each other: what both need lives here.
 
+mod fault;
 mod group;
 pub(crate) mod leadership;
 pub(crate) mod network;
@@ -20,4 +22,5 @@ mod store;
 
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub use rpc_kind::RpcKind;
+pub(crate) use fault::core_fault;
 pub(crate) use store::open_log_store;

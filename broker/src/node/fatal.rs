@@ -1,0 +1,160 @@
+//! Fatal faults of a running node: the node-wide log store refusing writes
+//! after a failed commit (an I/O error, a failed fsync, a full disk), or a
+//! Raft group (a queue's or the metadata's) whose core quit on such an
+//! error. Either leaves the node up but unable to serve the groups that
+//! write there until it restarts and recovers from disk; nothing in
+//! the process repairs it.
+//!
+//! Owns the watcher task and the [`FatalError`] it reports through
+//! [`FatalWatch`] (what `Broker::fatal` hands out). It only observes: it
+//! never exits the process nor stops the broker. The owner of the process
+//! decides (`ramqp-brokerd` exits non-zero, a fail-stop; an embedder may
+//! shut the broker down and start it again on the same data directory).
+//!
+//! How it watches: the store's failure is awaited (`LogStore::failed`,
+//! set by its writer thread the moment a commit fails); groups are scanned
+//! every [`GROUP_SCAN_INTERVAL`], because the quorum side announces no
+//! event when it opens a group and a group's core can quit on a storage
+//! error of its own (a snapshot file) while the store stays healthy.
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::meta::Metadata;
+use crate::queue::Queue;
+use crate::quorum::QuorumNode;
+
+/// How often every Raft group's running state is checked.
+const GROUP_SCAN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A fault after which this node serves its quorum queues no more until
+/// it is restarted.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FatalError {
+    /// A commit of the node-wide Raft log store failed; the store refuses
+    /// every later write, so every Raft group of the node has stopped or
+    /// stops at its next write.
+    #[error("raft log store failed: {0}")]
+    LogStore(#[source] Arc<store_redb::Error>),
+    /// A Raft group's core quit on an error (its storage failed, or one of
+    /// its tasks panicked).
+    #[error("raft group {group} stopped: {reason}")]
+    RaftGroup {
+        /// The queue address, or `$meta` for the metadata group.
+        group: String,
+        /// openraft's account of why.
+        reason: String,
+    },
+}
+
+/// Where the first fatal fault of a node is published.
+#[derive(Clone)]
+pub(crate) struct FatalWatch(Arc<watch::Sender<Option<FatalError>>>);
+
+impl FatalWatch {
+    pub(crate) fn new() -> FatalWatch {
+        FatalWatch(Arc::new(watch::Sender::new(None)))
+    }
+
+    /// Records `error` unless a fault was recorded before (the first one is
+    /// the cause; later ones follow from it).
+    fn report(&self, error: FatalError) {
+        self.0.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            tracing::error!(%error, "fatal: this node can no longer serve its quorum queues");
+            *slot = Some(error);
+            true
+        });
+    }
+
+    /// Resolves with the first fault (at once if there was one already);
+    /// never resolves if the node stops without one.
+    pub(crate) fn wait(&self) -> impl Future<Output = FatalError> + Send + 'static {
+        let mut fault = self.0.subscribe();
+        async move {
+            loop {
+                if let Some(error) = fault.borrow_and_update().clone() {
+                    return error;
+                }
+                if fault.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+}
+
+/// Starts the watcher: it reports the first fatal fault of the node's log
+/// store or of any of its Raft groups to `watch`, then ends; it also ends
+/// when `stopping` turns true or the node's parts are gone.
+pub(crate) fn watch_node(
+    watch: FatalWatch,
+    quorum: &Arc<QuorumNode>,
+    metadata: &Arc<Metadata>,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let store_failed = quorum.log_store().failed();
+    let quorum = Arc::downgrade(quorum);
+    let metadata = Arc::downgrade(metadata);
+    tokio::spawn(async move {
+        tokio::pin!(store_failed);
+        let mut scan = tokio::time::interval(GROUP_SCAN_INTERVAL);
+        scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                error = &mut store_failed => {
+                    watch.report(FatalError::LogStore(error));
+                    return;
+                }
+                _ = scan.tick() => {
+                    match group_fault(&quorum, &metadata) {
+                        Ok(None) => {}
+                        Ok(Some(error)) => {
+                            watch.report(error);
+                            return;
+                        }
+                        Err(Gone) => return,
+                    }
+                }
+                changed = stopping.changed() => {
+                    if changed.is_err() || *stopping.borrow() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The node's parts were dropped: nothing left to watch.
+struct Gone;
+
+/// The first group (metadata first, then queues) whose core quit on an
+/// error.
+fn group_fault(
+    quorum: &Weak<QuorumNode>,
+    metadata: &Weak<Metadata>,
+) -> Result<Option<FatalError>, Gone> {
+    let metadata = metadata.upgrade().ok_or(Gone)?;
+    if let Some(reason) = metadata.core_fault() {
+        return Ok(Some(FatalError::RaftGroup {
+            group: crate::meta::META_GROUP_NAME.to_owned(),
+            reason,
+        }));
+    }
+    let quorum = quorum.upgrade().ok_or(Gone)?;
+    for queue in quorum.queues() {
+        if let Some(reason) = crate::raft::core_fault(&queue.raft.metrics().borrow()) {
+            return Ok(Some(FatalError::RaftGroup {
+                group: queue.address().to_string(),
+                reason,
+            }));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,323 @@
+"""Fail-stop on disk errors (issue 14): a real ramqp-brokerd under a
+windowed publisher of confirmed messages on a quorum queue meets a real
+fault of its Raft log store:
+
+- an fdatasync that returns EIO, a write (pwrite64) that returns EIO, and
+  one that returns ENOSPC, each injected with `strace --inject` on the
+  store's file;
+- a full disk: the data directory on a small loop-mounted ext4 filled with
+  a ballast file while the broker publishes.
+
+Each test asserts that the process exits with code 70 and the one
+`ramqp-brokerd: fatal: ...` line on stderr within a bound (before this
+fix the node stayed up with no quorum queue working), that no publish it
+confirmed `accepted` is missing after a restart on the same data
+directory (restart, drain, compare), that nothing shows up that was never
+sent, and that the restarted node serves.
+
+Root only (ptrace of the broker, mount): without root, strace, or the
+mount tools, each test is skipped with a reason starting "SKIP:"
+(`pytest -ra`, set in pytest.ini, lists them). Everything started here is
+stopped by its own pid; a mount is unmounted and its loop device freed.
+"""
+
+import contextlib
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from proton import Timeout
+
+from helpers import ABSENCE_WAIT, TIMEOUT, connection, receive_all, send_all
+from publisher import PUBLISHER_SCRIPT, PublisherOutput
+
+# `ramqp-brokerd` exits with this after a fatal storage fault
+# (brokerd/src/daemon.rs EXIT_STORAGE_FAULT).
+EXIT_STORAGE_FAULT = 70
+FATAL_LINE = "ramqp-brokerd: fatal: "
+# From the fault reaching the broker to its exit. A healthy run takes
+# milliseconds (the store reports the failed commit at once).
+EXIT_BOUND_S = 15.0
+# Accepts before the fault, so there is something to lose.
+ACCEPTS_BEFORE_FAULT = 300
+PUBLISHER_WINDOW = 50
+PUBLISHER_LIMIT = 1_000_000
+PUBLISHER_DEADLINE_S = 90.0
+STRACE_ATTACH_S = 10.0
+STORE_FILE = Path("quorum") / "raft-log.redb"
+# What conftest writes into the broker's stderr log between two runs.
+RESTART_MARK = "--- conftest: restarting ramqp-brokerd"
+
+
+def require_root_and(*tools):
+    """Skip (never pass silently) unless root with every tool on PATH."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIP: needs root (ptrace of the broker, loop mounts)")
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"SKIP: {', '.join(missing)} not installed (.ci/run installs strace and e2fsprogs)")
+
+
+def poll_until(what: str, deadline_s: float, condition):
+    """Poll `condition` until it holds; fail after `deadline_s`."""
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def traced_by(pid: int) -> bool:
+    """Whether every thread of `pid` has a tracer (strace attached)."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        for task in tasks:
+            status = (task / "status").read_text()
+            tracer = next(line for line in status.splitlines() if line.startswith("TracerPid:"))
+            if tracer.split()[1] == "0":
+                return False
+    except (OSError, StopIteration):
+        return False
+    return bool(tasks)
+
+
+@contextlib.contextmanager
+def strace_inject(proc, store_path: Path, syscall: str, error: str, when: int):
+    """strace attached to every thread of the process `proc`, making the
+    `when`-th call of `syscall` on the store file fail with `error`. Ends
+    with the traced process (which may be quick: the fault can hit before
+    the attachment is seen here); stopped by its own pid otherwise."""
+    pid = proc.pid
+    tracer = subprocess.Popen(
+        [
+            "strace", "-f", "-qq", "-o", "/dev/null", "-p", str(pid),
+            "-P", str(store_path),
+            "-e", f"trace={syscall}",
+            "-e", f"inject={syscall}:error={error}:when={when}",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        poll_until("strace to attach", STRACE_ATTACH_S, lambda: traced_by(pid) or tracer.poll() is not None)
+        if tracer.poll() is not None and proc.poll() is None:
+            pytest.fail(f"strace exited with {tracer.returncode}: {tracer.stderr.read()}")
+        yield tracer
+    finally:
+        if tracer.poll() is None:
+            tracer.terminate()
+        try:
+            tracer.wait(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            tracer.kill()
+            tracer.wait(timeout=TIMEOUT)
+        tracer.stderr.close()
+
+
+@contextlib.contextmanager
+def publishing(url: str, address: str, padding_bytes: int = 0, accepts_before: int = ACCEPTS_BEFORE_FAULT, prefix: str = "id"):
+    """The windowed publisher (publisher.py) running against `url`; yields
+    its output once `accepts_before` publishes were accepted."""
+    publisher = subprocess.Popen(
+        [
+            sys.executable, "-c", PUBLISHER_SCRIPT, url, address,
+            str(PUBLISHER_WINDOW), str(PUBLISHER_LIMIT), str(PUBLISHER_DEADLINE_S),
+            str(padding_bytes), prefix,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        output = PublisherOutput(publisher.stdout, accepts_before)
+        if accepts_before > 0:
+            assert output.enough.wait(PUBLISHER_DEADLINE_S), "publisher made no progress"
+            assert len(output.accepted) >= accepts_before, (
+                f"publisher ended early (exit {publisher.poll()}, {output.other})"
+            )
+        yield output
+        # The broker is gone: the publisher sees its connection die.
+        publisher.wait(timeout=TIMEOUT)
+        output.thread.join(timeout=TIMEOUT)
+        assert not output.thread.is_alive()
+    finally:
+        if publisher.poll() is None:
+            publisher.kill()
+            publisher.wait(timeout=TIMEOUT)
+        publisher.stdout.close()
+
+
+def assert_fail_stop(broker, started: float, what: str):
+    """The broker exits with EXIT_STORAGE_FAULT and its fatal line within
+    EXIT_BOUND_S of `started` (time.monotonic())."""
+    try:
+        code = broker.proc.wait(timeout=max(0.0, started + EXIT_BOUND_S - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what}: ramqp-brokerd still running {EXIT_BOUND_S}s after the fault\n{broker.stderr_tail()}")
+    took = time.monotonic() - started
+    # The log holds every run of this broker: look at the last one only.
+    stderr = broker.stderr_path.read_text(errors="replace").split(RESTART_MARK)[-1]
+    assert code == EXIT_STORAGE_FAULT, f"{what}: exit code {code}\n{broker.stderr_tail()}"
+    fatal = [line for line in stderr.splitlines() if line.startswith(FATAL_LINE)]
+    assert len(fatal) == 1, f"{what}: expected one '{FATAL_LINE}' line\n{broker.stderr_tail()}"
+    print(f"\n{what}: exit {code} seen {took:.2f}s after the fault was armed: {fatal[0]}")
+    return fatal[0]
+
+
+def drain_ids(url: str, address: str, n_expected: int):
+    """Every message of the queue, accepted one by one; the first word of
+    each body (the publisher's id)."""
+    got = []
+    with connection(url) as conn:
+        receiver = conn.create_receiver(address, credit=500)
+        while True:
+            # Wait long for what must be there, briefly for the rest.
+            wait_s = TIMEOUT if len(set(got)) < n_expected else ABSENCE_WAIT
+            try:
+                message = receiver.receive(timeout=wait_s)
+            except Timeout:
+                break
+            receiver.accept()
+            got.append(message.body.split(" ", 1)[0])
+            assert len(got) <= 2 * PUBLISHER_LIMIT, "runaway redelivery"
+    return got
+
+
+def assert_nothing_accepted_was_lost(what: str, outputs, got):
+    """`outputs`: the publisher runs on the queue (distinct id prefixes)."""
+    sent = {i for output in outputs for i in output.sent}
+    accepted = {i for output in outputs for i in output.accepted}
+    not_accepted = [i for output in outputs for i in output.not_accepted]
+    counts = Counter(got)
+    present = set(counts)
+    lost = accepted - present
+    never_sent = present - sent
+    duplicates = sum(n - 1 for n in counts.values())
+    unconfirmed = sent - accepted
+    print(
+        f"{what}: sent={len(sent)} accepted={len(accepted)} "
+        f"not-accepted outcomes={len(not_accepted)} unconfirmed={len(unconfirmed)} "
+        f"(present after restart: {len(unconfirmed & present)}) drained={len(got)} "
+        f"lost={len(lost)} duplicates={duplicates} never_sent={len(never_sent)}"
+    )
+    assert not lost, f"{what}: {len(lost)} accepted messages lost, e.g. {sorted(lost)[:10]}"
+    assert not never_sent, f"{what}: never sent: {sorted(never_sent)[:10]}"
+
+
+def assert_serves(url: str, address: str):
+    with connection(url) as conn:
+        send_all(conn, address, ["after-restart"])
+        receiver = conn.create_receiver(address, credit=1)
+        [message] = receive_all(receiver, 1)
+        assert message.body == "after-restart"
+
+
+@pytest.mark.parametrize(
+    "syscall,error,when",
+    [
+        ("fdatasync", "EIO", 3),
+        ("pwrite64", "EIO", 20),
+        ("pwrite64", "ENOSPC", 20),
+    ],
+)
+def test_a_failed_store_write_stops_the_node_and_a_restart_recovers(start_broker, syscall, error, when):
+    require_root_and("strace")
+    broker = start_broker()
+    address = f"/quorum/{syscall}-{error.lower()}"
+    what = f"{syscall} -> {error}"
+    with publishing(broker.url, address) as output:
+        with strace_inject(broker.proc, broker.data_dir / STORE_FILE, syscall, error, when):
+            assert_fail_stop(broker, time.monotonic(), what)
+    broker.restart()
+    got = drain_ids(broker.url, address, len(set(output.accepted)))
+    assert_nothing_accepted_was_lost(what, [output], got)
+    assert_serves(broker.url, address)
+
+
+@contextlib.contextmanager
+def small_disk(size_mib: int = 64):
+    """A fresh ext4 of `size_mib` on a loop device, mounted on a temporary
+    directory; unmounted (and its loop device freed) at the end."""
+    require_root_and("mount", "umount", "mkfs.ext4")
+    tmp = Path(tempfile.mkdtemp(prefix="ramqp-small-disk-"))
+    image, mount_point = tmp / "disk.img", tmp / "mnt"
+    mount_point.mkdir()
+    mounted = False
+    try:
+        with open(image, "wb") as f:
+            f.truncate(size_mib * 1024 * 1024)
+        # -m 0: no blocks reserved for root, so "full" means full for us.
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], check=True, timeout=60)
+        mounted_ok = subprocess.run(
+            ["mount", "-o", "loop", str(image), str(mount_point)],
+            capture_output=True, text=True, timeout=60,
+        )
+        if mounted_ok.returncode != 0:
+            pytest.skip(f"SKIP: cannot loop-mount an ext4 image here: {mounted_ok.stderr.strip()}")
+        mounted = True
+        yield mount_point
+    finally:
+        if mounted:
+            # Without -d the loop device may linger; mount -o loop sets
+            # autoclear, umount frees it.
+            subprocess.run(["umount", str(mount_point)], check=True, timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fill(path: Path) -> int:
+    """Write `path` until the file system is full; returns bytes written."""
+    written = 0
+    with open(path, "wb", buffering=0) as f:
+        for chunk in (1 << 20, 4096):
+            block = b"\0" * chunk
+            while True:
+                try:
+                    written += f.write(block)
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    break
+        with contextlib.suppress(OSError):
+            os.fsync(f.fileno())
+    return written
+
+
+def test_a_full_disk_stops_the_node_and_it_recovers_when_space_returns(start_broker):
+    with small_disk() as disk:
+        data_dir = disk / "data"
+        broker = start_broker(data_dir=data_dir)
+        address = "/quorum/disk-full"
+        ballast = disk / "ballast"
+        try:
+            # 4 KiB bodies: the log grows fast enough to need new blocks.
+            with publishing(broker.url, address, padding_bytes=4096) as output:
+                started = time.monotonic()
+                filled = fill(ballast)
+                assert_fail_stop(broker, started, f"disk full (ballast {filled >> 20} MiB)")
+
+            # Still full: the node restarts (reads need no space), then
+            # stops again at the first commit that needs a new block, with
+            # no false `accepted` (what it accepted is drained below).
+            broker.restart()
+            with publishing(broker.url, address, padding_bytes=4096, accepts_before=0, prefix="full") as while_full:
+                assert_fail_stop(broker, time.monotonic(), "restarted on a full disk")
+
+            # Space returns: the next restart recovers and serves.
+            ballast.unlink()
+            broker.restart()
+            accepted = set(output.accepted) | set(while_full.accepted)
+            got = drain_ids(broker.url, address, len(accepted))
+            assert_nothing_accepted_was_lost("disk full", [output, while_full], got)
+            assert_serves(broker.url, address)
+        finally:
+            # Stop it here: the data directory is about to be unmounted.
+            broker.stop()
