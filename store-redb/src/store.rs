@@ -134,6 +134,25 @@ impl LogStore {
             .set_cache_size(options.cache_size_bytes)
             .set_check_integrity_on_open(options.check_integrity_on_open)
             .create(path.as_ref())?;
+        LogStore::start(db, options)
+    }
+
+    /// Opens (or creates) the database on `backend` instead of a file: for
+    /// tests that make the storage fail (an fsync or a write that returns
+    /// an error) or forget what was not synced.
+    pub fn open_with_backend(
+        backend: impl redb::StorageBackend,
+        options: LogStoreOptions,
+    ) -> Result<LogStore, Error> {
+        let db = Database::builder()
+            .set_cache_size(options.cache_size_bytes)
+            .set_check_integrity_on_open(options.check_integrity_on_open)
+            .create_with_backend(backend)?;
+        LogStore::start(db, options)
+    }
+
+    /// Creates the tables of an opened database and starts its writer.
+    fn start(db: Database, options: LogStoreOptions) -> Result<LogStore, Error> {
         init_tables(&db)?;
         let db = Arc::new(db);
         let stats = Arc::new(BatchStats::default());
