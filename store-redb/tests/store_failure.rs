@@ -74,7 +74,10 @@ fn open_flaky() -> (LogStore, Arc<AtomicBool>, Arc<AtomicBool>) {
 async fn fails_and_is_published(store: LogStore, fail: Arc<AtomicBool>, os_error: &str) {
     let mut group = store.group::<TypeConfig>(1).unwrap();
     group.save_vote(&Vote::new(1, 1)).await.unwrap();
-    assert!(store.failure().is_none(), "a healthy store reports no failure");
+    assert!(
+        store.failure().is_none(),
+        "a healthy store reports no failure"
+    );
 
     // Subscribed before the fault: it must wake up.
     let failed = tokio::spawn(store.failed());

@@ -30,6 +30,6 @@ mod replica_sets;
 mod startup;
 
 pub use broker::{Broker, BrokerError};
-pub use fatal::FatalError;
 #[cfg(feature = "test-cluster")]
 pub use cluster::Cluster;
+pub use fatal::FatalError;

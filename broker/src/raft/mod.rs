@@ -20,7 +20,7 @@ pub(crate) mod network;
 mod rpc_kind;
 mod store;
 
+pub(crate) use fault::core_fault;
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub use rpc_kind::RpcKind;
-pub(crate) use fault::core_fault;
 pub(crate) use store::open_log_store;
