@@ -153,7 +153,8 @@ def cluster3():
 # ---------------------------------------------------------------------------
 # Client processes. One stdout line per event:
 #   publisher: "S <id>" handed to Proton, "A <id>" accepted, "N <id> <state>"
-#   consumer:  "R <id>" received and accepted
+#   consumer:  "R <id>" received and accepted ("R <id> again" for a
+#              redelivery, with the consumer's "mark" argument)
 #   both:      "DISCONNECTED", "TIMEOUT", "END"
 # ---------------------------------------------------------------------------
 
@@ -169,6 +170,11 @@ PUBLISHER = textwrap.dedent(
     # "reconnect": url is a comma-separated list; on a lost connection
     # Proton dials the next one and re-opens the link.
     reconnect = len(sys.argv) > 6 and sys.argv[6] == "reconnect"
+    # The ids' prefix, so that several publishers' ids never collide.
+    prefix = sys.argv[7] if len(sys.argv) > 7 else "id"
+    # "first-acquirer": publish with first-acquirer set, so a consumer can
+    # tell a first delivery from a redelivery (the broker clears it).
+    first_acquirer = len(sys.argv) > 8 and sys.argv[8] == "first-acquirer"
 
     def emit(line):
         sys.stdout.write(line + "\\n")
@@ -210,10 +216,10 @@ PUBLISHER = textwrap.dedent(
 
         def publish(self, sender):
             while sender.credit > 0 and self.in_flight < window and self.next_id < limit:
-                tag = f"id-{self.next_id:07d}"
+                tag = f"{prefix}-{self.next_id:07d}"
                 self.next_id += 1
                 emit("S " + tag)
-                sender.send(Message(body=tag), tag=tag)
+                sender.send(Message(body=tag, first_acquirer=first_acquirer), tag=tag)
                 self.in_flight += 1
             if self.next_id >= limit and self.in_flight == 0:
                 emit("END")
@@ -283,6 +289,8 @@ CONSUMER = textwrap.dedent(
 
     url, address, credit, deadline_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     reconnect = len(sys.argv) > 5 and sys.argv[5] == "reconnect"
+    # "mark": a redelivery (first-acquirer false) is reported "R <id> again".
+    mark = len(sys.argv) > 6 and sys.argv[6] == "mark"
 
     def emit(line):
         sys.stdout.write(line + "\\n")
@@ -311,7 +319,8 @@ CONSUMER = textwrap.dedent(
             event.container.stop()
 
         def on_message(self, event):
-            emit("R " + str(event.message.body))
+            again = " again" if mark and not event.message.first_acquirer else ""
+            emit("R " + str(event.message.body) + again)
 
         def on_link_closed(self, event):
             if event.link.remote_condition:

@@ -1,0 +1,377 @@
+"""The nemesis: a real 3-node cluster of ramqp-brokerd processes under
+confirmed publishers and a consumer, faults injected on a seeded schedule,
+then heal, drain through every node, and check the history (history.py).
+
+    python3 tests/nemesis/nemesis.py --seed 14                 # the short run
+    python3 tests/nemesis/nemesis.py --soak-s 3600             # random seed, an hour
+    python3 tests/nemesis/nemesis.py --seed 7 --faults kill9-leader,sigstop-leader
+
+Needs the ramqp-brokerd and ramqp-ctl binaries ($RAMQP_BROKERD, or the
+debug build under $CARGO_TARGET_DIR / target/, as tests/interop finds
+them) and Debian's python3-qpid-proton. Prints the seed first; a failing
+run keeps its history (JSONL) and every node's log in a directory it
+prints. Faults that need root (strace) are skipped without it, with a
+printed reason.
+
+Owns: the fault catalogue, the schedule, the run. It knows the cluster
+only through tests/interop/cluster.py (processes, ports, ramqp-ctl) and
+judges nothing itself: history.py does.
+"""
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
+
+from proton import Timeout  # noqa: E402
+
+from cluster import CONSUMER, PUBLISHER, ClientProcess, Cluster  # noqa: E402
+from helpers import TIMEOUT, connection  # noqa: E402
+import history  # noqa: E402
+
+ADDRESS = "/quorum/nemesis"
+PUBLISHERS = {"pub-a": [1, 2, 3], "pub-b": [2, 3, 1]}  # id prefix -> nodes, in dial order
+CONSUMER_NODES = [3, 1, 2]
+PUBLISHER_WINDOW = 20
+CONSUMER_CREDIT = 100
+# The defaults: election time-out 1.5-3 s (docs/operations.md).
+ELECTION_TIMEOUT_MAX_S = 3.0
+# A fault whose queue accepts nothing for this long after its heal failed.
+RESUME_BOUND_S = 30.0
+HEALTHY_WITHIN_S = 60.0
+FAIL_STOP_WITHIN_S = 30.0
+EXIT_STORAGE_FAULT = 70
+# How long a drain waits for one more message before it calls a node empty.
+DRAIN_QUIET_S = 2.0
+SHORT_RUN = ["kill9-leader", "kill9-follower", "sigstop-leader", "fsync-eio"]
+
+
+@dataclass
+class Fault:
+    name: str
+    # Why it cannot run here, or None.
+    unavailable: str
+    # (run, rng) -> (target label, heal function)
+    inject: object
+    # Seconds the fault is held (rng -> float).
+    hold: object
+
+
+def root_and(tool):
+    if os.geteuid() != 0:
+        return "needs root (ptrace)"
+    if shutil.which(tool) is None:
+        return f"{tool} is not installed"
+    return None
+
+
+class Run:
+    """One nemesis run: the cluster, the clients, the schedule, the history."""
+
+    def __init__(self, seed, out_dir: Path):
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.out_dir = out_dir
+        self.t0 = time.monotonic()
+        self.events = []
+        self.cluster = None
+        self.clients = {}
+        # Found while injecting (a node that did not fail-stop, ...).
+        self.problems = []
+
+    # -- history --------------------------------------------------------
+
+    def now(self):
+        return time.monotonic() - self.t0
+
+    def record(self, kind, **fields):
+        self.events.append({"t": self.now(), "process": "nemesis", "type": kind, **fields})
+
+    def client_events(self):
+        kinds = {"S": "send", "A": "accept", "N": "refuse", "R": "deliver"}
+        events = []
+        for name, client in self.clients.items():
+            for at, line in list(client.lines):
+                code, _, rest = line.partition(" ")
+                base = {"t": at - self.t0, "process": name}
+                if code in kinds and rest:
+                    message_id, _, more = rest.partition(" ")
+                    event = {**base, "type": kinds[code], "id": message_id}
+                    if code == "R":
+                        event["redelivered"] = more == "again"
+                    events.append(event)
+                else:
+                    events.append({**base, "type": "note", "text": line})
+        return events
+
+    # -- the cluster and the clients ------------------------------------
+
+    def start(self):
+        self.cluster = Cluster(3)
+        self.cluster.wait_healthy(timeout=HEALTHY_WITHIN_S)
+        with connection(self.cluster.url(1)) as conn:
+            conn.create_sender(ADDRESS).close()
+        self.cluster.leader_of(ADDRESS)
+        urls = lambda nodes: ",".join(self.cluster.url(n) for n in nodes)  # noqa: E731
+        self.clients["consumer"] = ClientProcess(
+            CONSUMER, urls(CONSUMER_NODES), ADDRESS, CONSUMER_CREDIT, 3600, "reconnect", "mark"
+        )
+        for prefix, nodes in PUBLISHERS.items():
+            self.clients[prefix] = ClientProcess(
+                PUBLISHER, urls(nodes), ADDRESS, PUBLISHER_WINDOW, 10**9, 3600, "reconnect", prefix,
+                "first-acquirer",
+            )
+        for prefix in PUBLISHERS:
+            self.clients[prefix].wait_for(lambda c: c.count("A") >= 100, 60, f"{prefix}: first accepts")
+
+    def leader(self):
+        return self.cluster.leader_of(ADDRESS, timeout=RESUME_BOUND_S)
+
+    def followers(self):
+        leader = self.leader()
+        return [n for n in self.cluster.nodes if n != leader]
+
+    # -- the faults -----------------------------------------------------
+
+    def kill9(self, nodes):
+        for node in nodes:
+            self.cluster.nodes[node].kill()
+
+        def heal():
+            for node in nodes:
+                self.cluster.nodes[node].restart()
+
+        return heal
+
+    def sigstop(self, node):
+        pid = self.cluster.nodes[node].proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        return lambda: os.kill(pid, signal.SIGCONT)
+
+    def fsync_eio(self, node):
+        """One fdatasync of the node's log store fails: the node must stop
+        with code 70 (fail-stop); the heal restarts it."""
+        process = self.cluster.nodes[node]
+        store = process.data_dir / "quorum" / "raft-log.redb"
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-qq", "-o", "/dev/null", "-p", str(process.proc.pid), "-P", str(store),
+             "-e", "trace=fdatasync", "-e", "inject=fdatasync:error=EIO:when=1"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        try:
+            code = process.proc.wait(timeout=FAIL_STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            if tracer.poll() is None:
+                tracer.terminate()
+            tracer.wait(timeout=TIMEOUT)
+        if code != EXIT_STORAGE_FAULT:
+            self.problems.append(f"node {node}: exit {code} after an fdatasync EIO, expected {EXIT_STORAGE_FAULT}")
+            if code is None:
+                process.kill()
+        return process.restart
+
+    def catalogue(self):
+        rng = self.rng
+        kill_hold = lambda r: r.uniform(2.0, 5.0)  # noqa: E731
+        stop_hold = lambda r: r.uniform(ELECTION_TIMEOUT_MAX_S + 1.0, ELECTION_TIMEOUT_MAX_S + 3.0)  # noqa: E731
+        return {
+            "kill9-leader": Fault("kill9-leader", None, lambda: self._on([self.leader()], self.kill9), kill_hold),
+            "kill9-follower": Fault(
+                "kill9-follower", None, lambda: self._on([rng.choice(self.followers())], self.kill9), kill_hold
+            ),
+            "kill9-two": Fault(
+                "kill9-two", None, lambda: self._on([self.leader(), rng.choice(self.followers())], self.kill9),
+                kill_hold,
+            ),
+            "sigstop-leader": Fault(
+                "sigstop-leader", None, lambda: self._on_one(self.leader(), self.sigstop), stop_hold
+            ),
+            "fsync-eio": Fault(
+                "fsync-eio", root_and("strace"),
+                lambda: self._on_one(rng.choice(list(self.cluster.nodes)), self.fsync_eio),
+                lambda r: 1.0,
+            ),
+        }
+
+    def _on(self, nodes, action):
+        return ",".join(map(str, nodes)), action(nodes)
+
+    def _on_one(self, node, action):
+        return str(node), action(node)
+
+    # -- the schedule ---------------------------------------------------
+
+    def schedule(self, names, soak_s=None):
+        """The faults to run, in order: `names` shuffled by the seed; in
+        soak mode, faults drawn from `names` until `soak_s` is filled, a
+        quarter of the periods fault-free (`None`)."""
+        if soak_s is None:
+            order = list(names)
+            self.rng.shuffle(order)
+            return order
+        order, planned = [], 0.0
+        while planned < soak_s:
+            order.append(None if self.rng.random() < 0.25 else self.rng.choice(names))
+            planned += 15.0
+        return order
+
+    def run_schedule(self, order, catalogue):
+        for name in order:
+            if name is None:
+                self.record("note", text="fault-free period")
+                time.sleep(self.rng.uniform(10.0, 20.0))  # a quiet period, on purpose
+                continue
+            fault = catalogue[name]
+            hold_s = fault.hold(self.rng)
+            started = self.now()
+            target, heal = fault.inject()
+            self.events.append({"t": started, "process": "nemesis", "type": "fault", "fault": name, "target": target})
+            time.sleep(hold_s)  # the fault's duration, on purpose
+            heal()
+            self.record("heal", fault=name, target=target)
+            self.cluster.wait_healthy(nodes=list(self.cluster.nodes), timeout=HEALTHY_WITHIN_S)
+            time.sleep(self.rng.uniform(2.0, 4.0))  # load between faults, on purpose
+
+    # -- the end --------------------------------------------------------
+
+    def finish(self):
+        """Stop publishing, let the consumer catch up, drain through every
+        node, wait for the replicas to converge. Returns problems found on
+        the way (beyond what the history shows)."""
+        problems = list(self.problems)
+        for prefix in PUBLISHERS:
+            self.clients[prefix].stop()
+        accepted = {i for p in PUBLISHERS for i in self.clients[p].ids("A")}
+        consumer = self.clients["consumer"]
+        try:
+            # "R <id>" or "R <id> again".
+            consumer.wait_for(
+                lambda c: accepted <= {line.split(" ", 1)[0] for line in c.ids("R")}, 60, "consumer to catch up"
+            )
+        except AssertionError as e:
+            problems.append(str(e))
+        consumer.stop()
+        for node in self.cluster.nodes:
+            self.drain(node)
+        problems += self.converge()
+        for node, process in self.cluster.nodes.items():
+            for panic in process.panics():
+                problems.append(f"node {node} panicked: {panic}")
+        return problems
+
+    def drain(self, node):
+        with connection(self.cluster.url(node)) as conn:
+            receiver = conn.create_receiver(ADDRESS, credit=200)
+            while True:
+                try:
+                    message = receiver.receive(timeout=DRAIN_QUIET_S)
+                except Timeout:
+                    return
+                receiver.accept()
+                self.events.append({
+                    "t": self.now(), "process": f"drain-{node}", "type": "deliver", "id": message.body,
+                    "redelivered": not message.first_acquirer,
+                })
+
+    def converge(self, within_s=30.0):
+        deadline = time.monotonic() + within_s
+        while True:
+            applied = {}
+            for node in self.cluster.nodes:
+                try:
+                    applied[node] = (self.cluster.queue_status(node, ADDRESS) or {}).get("applied_index")
+                except (AssertionError, subprocess.TimeoutExpired, ValueError):
+                    applied[node] = None
+            if None not in applied.values() and len(set(applied.values())) == 1:
+                self.record("note", text=f"applied index converged: {applied}")
+                return []
+            if time.monotonic() > deadline:
+                return [f"applied index did not converge within {within_s}s: {applied}"]
+            time.sleep(0.5)
+
+    def keep(self, report):
+        """Keep the history and the nodes' logs (a failed run)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        history.write_jsonl(self.events + self.client_events(), self.out_dir / "history.jsonl")
+        (self.out_dir / "report.txt").write_text(f"seed {self.seed}\n{report.summary()}\n")
+        if self.cluster:
+            for node, process in self.cluster.nodes.items():
+                with open(process.stderr_path, "rb") as src, open(self.out_dir / f"node{node}.log", "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+
+    def cleanup(self):
+        for client in self.clients.values():
+            client.stop()
+        if self.cluster:
+            for process in self.cluster.nodes.values():
+                if process.alive():
+                    os.kill(process.proc.pid, signal.SIGCONT)
+            return self.cluster.cleanup()
+        return []
+
+
+def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
+    """One run; returns (report, kept directory or None)."""
+    seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
+    out_dir = Path(out_dir or tempfile.mkdtemp(prefix=f"ramqp-nemesis-{seed}-"))
+    log(f"nemesis: seed {seed} (rerun: python3 tests/nemesis/nemesis.py --seed {seed}"
+        f"{' --faults ' + ','.join(faults) if faults != SHORT_RUN else ''})")
+    nemesis = Run(seed, out_dir)
+    catalogue = nemesis.catalogue()
+    chosen = []
+    for name in faults:
+        why = catalogue[name].unavailable
+        if why:
+            log(f"SKIP fault {name}: {why}")
+        else:
+            chosen.append(name)
+    report = None
+    problems = []
+    try:
+        nemesis.start()
+        nemesis.run_schedule(nemesis.schedule(chosen, soak_s), catalogue)
+        fault_end = nemesis.now()
+        problems += nemesis.finish()
+        report = history.check(nemesis.events + nemesis.client_events(), fault_end, RESUME_BOUND_S)
+    except Exception as e:  # the run itself broke: keep what there is
+        problems.append(f"run aborted: {type(e).__name__}: {e}")
+        report = history.check(nemesis.events + nemesis.client_events())
+    finally:
+        report = report or history.Report()
+        report.problems += problems
+        if not report.ok():
+            nemesis.keep(report)
+        report.problems += nemesis.cleanup()
+    kept = out_dir if not report.ok() else None
+    if kept is None:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    log(report.summary())
+    if kept:
+        log(f"nemesis: FAILED, seed {seed}; history and logs kept in {kept}")
+    return report, kept
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seed", type=int, help="seed of the schedule (random if absent)")
+    parser.add_argument("--faults", default=",".join(SHORT_RUN), help="comma-separated fault names")
+    parser.add_argument("--soak-s", type=float, help="soak mode: draw faults until this many seconds are planned")
+    parser.add_argument("--out", help="where to keep a failed run's history (default: a new temporary directory)")
+    args = parser.parse_args()
+    report, _ = run(args.seed, args.faults.split(","), args.soak_s, args.out)
+    sys.exit(0 if report.ok() else 1)
+
+
+if __name__ == "__main__":
+    main()
