@@ -325,8 +325,12 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
     """One run; returns (report, kept directory or None)."""
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 2**31)
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix=f"ramqp-nemesis-{seed}-"))
-    log(f"nemesis: seed {seed} (rerun: python3 tests/nemesis/nemesis.py --seed {seed}"
-        f"{' --faults ' + ','.join(faults) if faults != SHORT_RUN else ''})")
+    rerun = f"python3 tests/nemesis/nemesis.py --seed {seed}"
+    if list(faults) != SHORT_RUN:
+        rerun += " --faults " + ",".join(faults)
+    if soak_s is not None:
+        rerun += f" --soak-s {soak_s:g}"
+    log(f"nemesis: seed {seed} (rerun: {rerun})")
     nemesis = Run(seed, out_dir)
     catalogue = nemesis.catalogue()
     chosen = []
