@@ -267,9 +267,13 @@ def small_disk(size_mib: int = 64):
         yield mount_point
     finally:
         if mounted:
-            # Without -d the loop device may linger; mount -o loop sets
-            # autoclear, umount frees it.
-            subprocess.run(["umount", str(mount_point)], check=True, timeout=60)
+            # mount -o loop sets autoclear: umount also frees the loop
+            # device. If something still holds the mount (a failed test left
+            # a process behind), detach it lazily rather than hide the
+            # test's own failure behind this one.
+            done = subprocess.run(["umount", str(mount_point)], capture_output=True, timeout=60)
+            if done.returncode != 0:
+                subprocess.run(["umount", "-l", str(mount_point)], check=True, timeout=60)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
