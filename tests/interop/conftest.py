@@ -87,7 +87,10 @@ class BrokerProcess:
         self.proc = None
         self._spawn()
 
-    def _spawn(self):
+    def _spawn(self, may_exit=False):
+        """Start the process and wait until it listens. With `may_exit`, a
+        process that exits before listening is not a failure: returns its
+        exit code (None once it listens)."""
         self.proc = subprocess.Popen(
             self.args,
             stdin=subprocess.DEVNULL,
@@ -96,25 +99,31 @@ class BrokerProcess:
             env=self.env,
         )
         try:
-            self.addr = self._await_ready()
+            addr = self._await_ready(may_exit)
         except BaseException:
             # Not yet handed to the fixture, which would otherwise clean up.
             self.cleanup()
             raise
+        if addr is None:
+            return self.proc.returncode
+        self.addr = addr
         host, _, port = self.addr.rpartition(":")
         self.host = host
         self.port = int(port)
         self.url = f"amqp://{self.addr}"
+        return None
 
-    def restart(self):
+    def restart(self, may_exit=False):
         """Start a new process on the same data directory, once the current
-        one has exited (after `stop()` or `kill()`). Updates `url`."""
+        one has exited (after `stop()` or `kill()`). Updates `url`. With
+        `may_exit`, returns the exit code of a process that exits before it
+        listens instead of failing the test (None once it listens)."""
         assert self.proc.poll() is not None, "restart() needs the broker stopped first"
         self.proc.stdout.close()
         self._stderr.write(b"\n--- conftest: restarting ramqp-brokerd on the same data dir ---\n")
         self._stderr.flush()
         self.killed = False
-        self._spawn()
+        return self._spawn(may_exit)
 
     def kill(self) -> int:
         """SIGKILL: no shutdown path runs, as in a crash. (The kernel's page
@@ -125,7 +134,7 @@ class BrokerProcess:
         self.killed = True
         return self.proc.wait(timeout=STOP_TIMEOUT_S)
 
-    def _await_ready(self) -> str:
+    def _await_ready(self, may_exit=False):
         deadline = time.monotonic() + START_TIMEOUT_S
         fd = self.proc.stdout.fileno()
         buffered = b""
@@ -140,6 +149,8 @@ class BrokerProcess:
             chunk = os.read(fd, 4096)
             if not chunk:
                 code = self.proc.wait(timeout=STOP_TIMEOUT_S)
+                if may_exit:
+                    return None
                 pytest.fail(f"ramqp-brokerd exited with {code} before listening\n{self.stderr_tail()}")
             buffered += chunk
             if b"\n" in buffered:
