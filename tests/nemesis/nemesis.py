@@ -52,7 +52,7 @@ FAIL_STOP_WITHIN_S = 30.0
 EXIT_STORAGE_FAULT = 70
 # How long a drain waits for one more message before it calls a node empty.
 DRAIN_QUIET_S = 2.0
-SHORT_RUN = ["kill9-leader", "kill9-follower", "sigstop-leader", "fsync-eio"]
+SHORT_RUN = ["kill9-leader", "kill9-follower", "sigstop-leader", "isolate-leader", "fsync-eio"]
 
 
 @dataclass
@@ -157,6 +157,12 @@ class Run:
         os.kill(pid, signal.SIGSTOP)
         return lambda: os.kill(pid, signal.SIGCONT)
 
+    def isolate(self, node):
+        """The node's fabric drops every peer (`ramqp-ctl isolate`, an
+        application-level partition; its AMQP clients stay connected)."""
+        self.cluster.ctl(node, "isolate")
+        return lambda: self.cluster.ctl(node, "heal")
+
     def fsync_eio(self, node):
         """One fdatasync of the node's log store fails: the node must stop
         with code 70 (fail-stop); the heal restarts it."""
@@ -196,6 +202,9 @@ class Run:
             ),
             "sigstop-leader": Fault(
                 "sigstop-leader", None, lambda: self._on_one(self.leader(), self.sigstop), stop_hold
+            ),
+            "isolate-leader": Fault(
+                "isolate-leader", None, lambda: self._on_one(self.leader(), self.isolate), stop_hold
             ),
             "fsync-eio": Fault(
                 "fsync-eio", root_and("strace"),

@@ -2,7 +2,8 @@
 3-node cluster under two confirmed publishers and a consumer meets, in an
 order and with targets and durations drawn from SEED, a kill -9 of the
 queue's leader, of a follower, a SIGSTOP of the leader past the election
-time-out, and an fdatasync EIO on one node (fail-stop; root only, skipped
+time-out, an isolation of the leader from its peers (`ramqp-ctl
+isolate`), and an fdatasync EIO on one node (fail-stop; root only, skipped
 with a warning that says so otherwise). Then heal, drain through every
 node, and check the history: nothing accepted lost, nothing unexpected,
 per-publisher order, every fault followed by accepts within a bound,
