@@ -32,7 +32,9 @@ class FaultWindow:
     heal: float
     # Filled by the checker.
     first_accept_after_heal_s: float = None
-    longest_gap_s: float = None
+    longest_gap_s: float = None  # from the start to the next fault (or the end)
+    longest_gap_during_s: float = None  # from the start to the heal
+    n_accepts_during: int = 0  # accepted between 1 s after the start and the heal
 
 
 @dataclass
@@ -70,8 +72,10 @@ class Report:
         for w in self.faults:
             first = "never" if w.first_accept_after_heal_s is None else f"{w.first_accept_after_heal_s:.2f}s"
             lines.append(
-                f"  {w.fault} on {w.target}: held {w.heal - w.start:.1f}s, longest accept gap "
-                f"{w.longest_gap_s:.2f}s, first accept after heal {first}"
+                f"  {w.fault} on {w.target}: held {w.heal - w.start:.1f}s "
+                f"(longest gap in it {w.longest_gap_during_s:.2f}s, {w.n_accepts_during} accepts after its "
+                f"first second), longest gap until the next fault {w.longest_gap_s:.2f}s, "
+                f"first accept after heal {first}"
             )
         lines += [f"PROBLEM: {p}" for p in self.problems]
         return "\n".join(lines)
@@ -103,11 +107,13 @@ def longest_gap(times, start, end):
     return max(longest, end - previous)
 
 
-def check(events, fault_end=None, resume_bound_s=None):
+def check(events, fault_end=None, resume_bound_s=None, gap_bound_s=None):
     """Check a history. `fault_end`: when the fault phase ended (the
     availability figures cover the time from the first accept to it);
     `resume_bound_s`: a fault whose queue accepted nothing within this
-    long after its heal is a problem."""
+    long after its heal is a problem; `gap_bound_s`: so is a fault after
+    whose start accepts stopped for longer than this (until the next
+    fault): the cluster did not fail over while the fault lasted."""
     report = Report()
     sent, accepted, refused = {}, {}, set()
     delivered = []
@@ -177,6 +183,12 @@ def check(events, fault_end=None, resume_bound_s=None):
         w.first_accept_after_heal_s = after[0] - w.heal if after else None
         window_end = windows[i + 1].start if i + 1 < len(windows) else (fault_end or w.heal)
         w.longest_gap_s = longest_gap(accept_times, w.start, max(window_end, w.heal))
+        w.longest_gap_during_s = longest_gap(accept_times, w.start, w.heal)
+        w.n_accepts_during = sum(1 for t in accept_times if w.start + 1.0 < t <= w.heal)
+        if gap_bound_s is not None and w.longest_gap_s > gap_bound_s:
+            report.problems.append(
+                f"{w.fault} on {w.target}: accepts stopped for {w.longest_gap_s:.1f}s (bound {gap_bound_s}s)"
+            )
         if resume_bound_s is not None and (
             w.first_accept_after_heal_s is None or w.first_accept_after_heal_s > resume_bound_s
         ):
