@@ -15,7 +15,8 @@
 //! set by its writer thread the moment a commit fails); groups are scanned
 //! every [`GROUP_SCAN_INTERVAL`], because the quorum side announces no
 //! event when it opens a group and a group's core can quit on a storage
-//! error of its own (a snapshot file) while the store stays healthy.
+//! error of its own (a snapshot or segment file) while the store stays
+//! healthy.
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
