@@ -198,6 +198,14 @@ pub struct QuorumConfig {
     pub segment_max_bytes: u32,
     /// redb's page cache for the node's Raft log, in bytes.
     pub log_cache_bytes: usize,
+    /// Publishers to quorum queues get no new credit while the free space
+    /// under the data dir is below this (0: no check).
+    pub min_free_disk_bytes: u64,
+    /// ... or while the data dir holds more than this (0: no limit).
+    pub max_data_bytes: u64,
+    /// ... or while the process's resident memory is above this (0: no
+    /// limit).
+    pub memory_high_watermark_bytes: u64,
 }
 
 impl QuorumConfig {
@@ -233,6 +241,9 @@ impl Default for QuorumConfig {
             queue_resident_budget_bytes: 16 * 1024 * 1024,
             segment_max_bytes: 64 * 1024 * 1024,
             log_cache_bytes: 32 * 1024 * 1024,
+            min_free_disk_bytes: 50 * 1024 * 1024,
+            max_data_bytes: 0,
+            memory_high_watermark_bytes: 0,
         }
     }
 }

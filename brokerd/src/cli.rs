@@ -159,6 +159,22 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_SEGMENT_MAX_BYTES", value_name = "BYTES", value_parser = clap::value_parser!(u32).range(4096..))]
     pub segment_max_bytes: Option<u32>,
 
+    /// Publishers to quorum queues get no new credit while free disk space
+    /// under the data dir is below this; 0 turns the check off (`[quorum]
+    /// min_free_disk_bytes`) [default: 52428800].
+    #[arg(long, env = "RAMQP_MIN_FREE_DISK", value_name = "BYTES")]
+    pub min_free_disk: Option<u64>,
+
+    /// ... or while the data dir holds more than this; 0: no limit
+    /// (`[quorum] max_data_bytes`) [default: 0].
+    #[arg(long, env = "RAMQP_MAX_DATA_BYTES", value_name = "BYTES")]
+    pub max_data_bytes: Option<u64>,
+
+    /// ... or while the process's resident memory is above this; 0: no
+    /// limit (`[quorum] memory_high_watermark_bytes`) [default: 0].
+    #[arg(long, env = "RAMQP_MEMORY_HIGH_WATERMARK", value_name = "BYTES")]
+    pub memory_high_watermark: Option<u64>,
+
     /// This node's id in its cluster: unique, non-zero [default: 1].
     #[arg(long, env = "RAMQP_NODE_ID", value_name = "ID", value_parser = clap::value_parser!(u64).range(1..))]
     pub node_id: Option<u64>,

@@ -183,6 +183,15 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(bytes) = cli.segment_max_bytes {
         broker.quorum.segment_max_bytes = bytes;
     }
+    if let Some(bytes) = cli.min_free_disk {
+        broker.quorum.min_free_disk_bytes = bytes;
+    }
+    if let Some(bytes) = cli.max_data_bytes {
+        broker.quorum.max_data_bytes = bytes;
+    }
+    if let Some(bytes) = cli.memory_high_watermark {
+        broker.quorum.memory_high_watermark_bytes = bytes;
+    }
     // Switches can only turn a feature off: an absent switch means "not
     // set here", so the file's value stands.
     if cli.no_anonymous {

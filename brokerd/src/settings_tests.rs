@@ -378,12 +378,18 @@ fn paging_budgets_come_from_flags() {
         "4096",
         "--segment-max-bytes",
         "65536",
+        "--min-free-disk",
+        "0",
+        "--memory-high-watermark",
+        "1000000000",
     ]))
     .unwrap();
     let quorum = &settings.broker.quorum;
     assert_eq!(quorum.resident_budget_bytes, 1_048_576);
     assert_eq!(quorum.queue_resident_budget_bytes, 4096);
     assert_eq!(quorum.segment_max_bytes, 65_536);
+    assert_eq!(quorum.min_free_disk_bytes, 0);
+    assert_eq!(quorum.memory_high_watermark_bytes, 1_000_000_000);
     let defaults = resolve(&parse(&[])).unwrap();
     assert_eq!(
         defaults.broker.quorum.resident_budget_bytes,

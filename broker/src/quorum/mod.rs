@@ -30,6 +30,7 @@ mod proposer;
 mod publish_gate;
 mod queue;
 mod replica_files;
+mod resource_alarm;
 mod settle_batcher;
 mod snapshot_data;
 mod snapshot_file;

@@ -18,6 +18,7 @@ use tokio::sync::OnceCell;
 use super::budget::NodeBudget;
 use super::cluster_view::{PeerRequests, ReplicaSets};
 use super::queue::QuorumQueue;
+use super::resource_alarm::{self, ResourceAlarm, ResourceLimits};
 use super::state_machine::{BodyLimits, QueueStateMachine, Shared};
 use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
@@ -96,6 +97,8 @@ pub struct QuorumNode {
     pub(super) retiring: Mutex<HashMap<GroupId, tokio::time::Instant>>,
     /// Memory for message bodies, shared by every queue of the node.
     resident_budget: Arc<NodeBudget>,
+    /// Raised while disk or memory is short: publishers are held back.
+    alarm: Arc<ResourceAlarm>,
 }
 
 /// File in a group's directory naming its queue.
@@ -140,7 +143,13 @@ impl QuorumNode {
             stopping: std::sync::atomic::AtomicBool::new(false),
             retiring: Mutex::new(HashMap::new()),
             resident_budget: Arc::new(NodeBudget::new(config_budget)),
+            alarm: Arc::new(ResourceAlarm::default()),
         });
+        resource_alarm::spawn_watcher(
+            &node.alarm,
+            data_dir.to_path_buf(),
+            ResourceLimits::from_config(&node.config),
+        );
         for name in node.names_on_disk()? {
             node.ensure_open(&name, None).await?;
         }
@@ -327,7 +336,14 @@ impl QuorumNode {
             shared,
             self.config.max_inflight_publishes,
             Duration::from_millis(self.config.publish_timeout_ms),
+            self.alarm.clone(),
         ))
+    }
+
+    /// Why publishers to this node's quorum queues are held back (disk or
+    /// memory short), if they are.
+    pub fn resource_alarm(&self) -> Option<String> {
+        self.alarm.reason()
     }
 
     /// Bytes of message bodies the node's quorum queues keep in memory.

@@ -14,6 +14,7 @@ use super::hold::ProposalHold;
 use super::leadership_watch::{leads, set_leading, watch_leadership};
 use super::proposer::{propose_in_order, Proposal};
 use super::publish_gate::PublishGate;
+use super::resource_alarm::ResourceAlarm;
 use super::settle_batcher::{replicate_settlements, SettleMsg};
 use super::state_machine::Shared;
 use super::types::{QueueRaftHandle, SettleKind};
@@ -38,6 +39,8 @@ pub struct QuorumQueue {
     /// wait): a leadership hand-off needs the log to stop growing so the
     /// target can match it and win the vote (see `handoff.rs`).
     hold: Arc<ProposalHold>,
+    /// The node's resource alarm: no new publisher credit while raised.
+    alarm: Arc<ResourceAlarm>,
 }
 
 impl Drop for QuorumQueue {
@@ -58,6 +61,7 @@ impl QuorumQueue {
         shared: Arc<Shared>,
         max_in_flight: usize,
         publish_timeout: Duration,
+        alarm: Arc<ResourceAlarm>,
     ) -> Arc<QuorumQueue> {
         let (settles, settle_rx) = mpsc::unbounded_channel();
         let (proposals, proposal_rx) = mpsc::unbounded_channel();
@@ -90,6 +94,7 @@ impl QuorumQueue {
             settles,
             proposals,
             hold,
+            alarm,
         })
     }
 
@@ -278,6 +283,13 @@ impl Queue for QuorumQueue {
     }
 
     fn has_capacity(&self, sink: &Sink, tag: u64) -> bool {
+        if self.alarm.is_raised() {
+            self.alarm.wait(sink, tag);
+            // Re-check: it may have cleared before the wait was recorded.
+            if self.alarm.is_raised() {
+                return false;
+            }
+        }
         if self.gate.in_flight.load(Ordering::Acquire) < self.gate.max_in_flight {
             return true;
         }
