@@ -32,6 +32,10 @@ pub(crate) struct Feed {
     redelivered_upto: Option<u64>,
     /// Why this replica stopped serving the queue (a body it cannot read).
     damaged: Option<String>,
+    /// The feed stopped at this message, whose segment was gone at restart:
+    /// the log replay is expected to settle it (see `paging`); if it has
+    /// not once the log is applied, it is lost (`confirm_missing`).
+    waiting_on_missing: Option<u64>,
 }
 
 impl Feed {
@@ -52,6 +56,7 @@ impl Inner {
     pub(crate) fn stop_feed(&mut self) {
         self.feed.cursor = None;
         self.feed.redelivered_upto = None;
+        self.feed.waiting_on_missing = None;
     }
 
     /// Why this replica does not serve the queue, if it does not.
@@ -111,9 +116,12 @@ impl Inner {
                     Some(read) => read.map_err(|e| e.to_string()),
                     None => Err("segment store not open".to_string()),
                 },
-                Placement::Missing | Placement::Dead => {
-                    Err("its segment file was gone at restart".to_string())
+                Placement::Missing => {
+                    // Not an error yet: wait for the log replay.
+                    self.feed.waiting_on_missing = Some(slot.id);
+                    return;
                 }
+                Placement::Dead => Err("it was removed".to_string()),
             };
             let message = body.and_then(|bytes| {
                 let view = MessageView::scan(&bytes).map_err(|e| e.to_string())?;
@@ -138,6 +146,28 @@ impl Inner {
                 .is_some_and(|upto| slot.id <= upto);
             self.feed.cursor = Some(slot.id);
             self.dispatcher.push(entry);
+        }
+    }
+
+    /// Called as the log applies: if the feed waits at a message whose
+    /// segment was gone at restart and the whole log is applied
+    /// (`log_applied`) without settling it, its body is lost: stop serving.
+    pub(crate) fn confirm_missing(&mut self, queue: &str, log_applied: bool) {
+        let Some(id) = self.feed.waiting_on_missing else {
+            return;
+        };
+        match self.index.get(id) {
+            Some(slot) if slot.placement == Placement::Missing => {
+                if log_applied && self.feed.damaged.is_none() {
+                    let reason =
+                        "its segment file was gone at restart and the log did not settle it";
+                    self.damage(queue, id, reason.to_string());
+                }
+            }
+            _ => {
+                self.feed.waiting_on_missing = None;
+                self.refill(queue);
+            }
         }
     }
 

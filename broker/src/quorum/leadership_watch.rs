@@ -67,11 +67,17 @@ pub(super) async fn watch_leadership(
 ) {
     let mut metrics = raft.metrics();
     loop {
-        let leading = {
+        let (leading, log_applied) = {
             let m = metrics.borrow_and_update();
-            m.state == ServerState::Leader && m.current_leader == Some(node_id)
+            (
+                m.state == ServerState::Leader && m.current_leader == Some(node_id),
+                m.last_applied.map(|l| l.index) >= m.last_log_index,
+            )
         };
         set_leading(&shared, leading, node_id, &queue);
+        if leading {
+            shared.lock().confirm_missing(&queue, log_applied);
+        }
         // The same task serves the state machine's snapshot requests: it
         // holds the Raft handle and ends with the group.
         loop {
