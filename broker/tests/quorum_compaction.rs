@@ -75,9 +75,9 @@ async fn sparse_segments_are_compacted_and_survive_a_restart() {
     .expect("receiver attaches");
     step("credit", receiver.set_credit(600)).await.unwrap();
     let mut kept = Vec::new();
-    for i in 0..600 {
+    for (i, sent) in first.iter().enumerate() {
         let delivery = step("receive", receiver.recv::<String>()).await.unwrap();
-        assert_eq!(delivery.body(), &first[i]);
+        assert_eq!(delivery.body(), sent);
         if i % 3 == 2 {
             kept.push(delivery.body().clone());
         } else {
