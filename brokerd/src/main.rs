@@ -10,6 +10,7 @@
 
 mod cli;
 mod daemon;
+mod fd_limit;
 mod logging;
 mod settings;
 
@@ -29,6 +30,10 @@ fn main() -> ExitCode {
     };
     if let Err(error) = logging::init(&settings.log) {
         return config_error(&error);
+    }
+    match fd_limit::raise_open_files() {
+        Ok((before, after)) => tracing::debug!(?before, ?after, "open-file limit"),
+        Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
     }
     let broker_config = settings.broker;
     tracing::info!(
