@@ -78,15 +78,38 @@ impl Inner {
 
     /// Top the dispatcher's window up from the index (leader only).
     pub(crate) fn refill(&mut self, queue: &str) {
+        self.refill_to(queue, WINDOW);
+    }
+
+    /// Before a drain: load until `want` messages wait (the consumer's
+    /// credit, bounded by the link's credit maximum) or the index has no
+    /// more, so the drain hands out every message there is, not only the
+    /// window.
+    pub(crate) fn refill_for_drain(&mut self, queue: &str, want: usize) {
+        loop {
+            let before = (self.dispatcher.n_ready(), self.feed.cursor);
+            if before.0 >= want {
+                return;
+            }
+            self.refill_to(queue, want.max(WINDOW));
+            if (self.dispatcher.n_ready(), self.feed.cursor) == before {
+                return;
+            }
+        }
+    }
+
+    /// Top the dispatcher up towards `target` waiting messages (at most
+    /// `WINDOW_BYTES` read per call).
+    fn refill_to(&mut self, queue: &str, target: usize) {
         if !self.leading || self.feed.damaged.is_some() {
             return;
         }
         let ready = self.dispatcher.n_ready();
-        if ready >= WINDOW / 2 {
+        if ready >= target / 2 && target == WINDOW || ready >= target {
             return;
         }
         // Bounded by count and by bytes before anything is read.
-        let mut slots = self.index.next_after(self.feed.cursor, WINDOW - ready);
+        let mut slots = self.index.next_after(self.feed.cursor, target - ready);
         let mut bytes = 0u64;
         let keep = slots
             .iter()

@@ -319,7 +319,15 @@ impl Queue for QuorumQueue {
 
     fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool) {
         let mut inner = self.shared.lock();
-        // A drain must see every message there is, not only the window.
+        if drain {
+            // A drain must see every message there is, not only the window.
+            if let Some((delivery_count, _)) = inner.dispatcher.consumer_position(consumer) {
+                let credit = credit_limit.wrapping_sub(delivery_count);
+                if (credit as i32) > 0 {
+                    inner.refill_for_drain(&self.shared.queue, credit as usize);
+                }
+            }
+        }
         inner.refill(&self.shared.queue);
         inner.dispatcher.flow(consumer, credit_limit, drain);
         inner.refill(&self.shared.queue);
