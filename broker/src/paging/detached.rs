@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use super::error::StoreError;
 use super::location::Location;
-use super::record::{self, HEADER_BYTES};
+use super::segment;
 use super::store::{sync_dir, SegmentStore};
 
 /// fsyncs collected by [`SegmentStore::sync_later`], to run without the
@@ -68,26 +68,7 @@ impl StoreReader {
         let mut raw = vec![0u8; location.record_bytes() as usize];
         file.read_exact_at(&mut raw, offset)
             .map_err(|e| StoreError::io("read segment", PathBuf::new(), e))?;
-        let corrupt = |source| StoreError::Corrupt {
-            segment: location.segment,
-            offset,
-            source,
-        };
-        let header =
-            record::decode_header(&raw[..HEADER_BYTES], self.max_record_bytes).map_err(corrupt)?;
-        if header.id != id || header.body_bytes != location.body_bytes {
-            return Err(StoreError::WrongRecord {
-                segment: location.segment,
-                offset,
-                expected_id: id,
-                found_id: header.id,
-                expected_body_bytes: location.body_bytes,
-                found_body_bytes: header.body_bytes,
-            });
-        }
-        let body = Bytes::from(raw).slice(HEADER_BYTES..);
-        record::verify(&header, &body).map_err(corrupt)?;
-        Ok(body)
+        segment::body_at(&Bytes::from(raw), 0, location, id, self.max_record_bytes)
     }
 }
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::error::StoreError;
 use super::location::Location;
-use super::record::{self, HEADER_BYTES};
+use super::segment;
 use super::store::SegmentStore;
 
 /// Bytes read in one positioned read at most.
@@ -80,46 +80,14 @@ impl SegmentStore {
         };
         for (location, id) in run {
             let at = (u64::from(location.offset) - offset) as usize;
-            out.push(self.check_record(&buffer, at, *location, *id));
+            out.push(segment::body_at(
+                &buffer,
+                at,
+                *location,
+                *id,
+                self.options.max_record_bytes,
+            ));
         }
-    }
-
-    /// The body of record `id` at `at` in `buffer`, checked.
-    fn check_record(
-        &self,
-        buffer: &Bytes,
-        at: usize,
-        location: Location,
-        id: u64,
-    ) -> Result<Bytes, StoreError> {
-        let offset = u64::from(location.offset);
-        let corrupt = |source| StoreError::Corrupt {
-            segment: location.segment,
-            offset,
-            source,
-        };
-        let header_bytes = buffer
-            .get(at..at + HEADER_BYTES)
-            .ok_or(StoreError::OutOfBounds {
-                location,
-                segment_bytes: 0,
-            })?;
-        let header =
-            record::decode_header(header_bytes, self.options.max_record_bytes).map_err(corrupt)?;
-        if header.id != id || header.body_bytes != location.body_bytes {
-            return Err(StoreError::WrongRecord {
-                segment: location.segment,
-                offset,
-                expected_id: id,
-                found_id: header.id,
-                expected_body_bytes: location.body_bytes,
-                found_body_bytes: header.body_bytes,
-            });
-        }
-        let body_start = at + HEADER_BYTES;
-        let body = buffer.slice(body_start..body_start + header.body_bytes as usize);
-        record::verify(&header, &body).map_err(corrupt)?;
-        Ok(body)
     }
 }
 

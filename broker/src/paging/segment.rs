@@ -306,16 +306,7 @@ impl Segment {
             });
         }
         let header = self.read_header(offset, max_body_bytes)?;
-        if header.id != id || header.body_bytes != location.body_bytes {
-            return Err(StoreError::WrongRecord {
-                segment: self.seq,
-                offset,
-                expected_id: id,
-                found_id: header.id,
-                expected_body_bytes: location.body_bytes,
-                found_body_bytes: header.body_bytes,
-            });
-        }
+        expect_record(&header, location, id)?;
         self.read_body(offset, &header)
     }
 
@@ -392,4 +383,59 @@ impl Iterator for Cursor<'_> {
         }
         Some(item)
     }
+}
+
+/// Checks that a decoded header is the one `location` names: record `id`,
+/// of the expected length.
+pub(super) fn expect_record(
+    header: &Header,
+    location: Location,
+    id: u64,
+) -> Result<(), StoreError> {
+    if header.id == id && header.body_bytes == location.body_bytes {
+        return Ok(());
+    }
+    Err(StoreError::WrongRecord {
+        segment: location.segment,
+        offset: u64::from(location.offset),
+        expected_id: id,
+        found_id: header.id,
+        expected_body_bytes: location.body_bytes,
+        found_body_bytes: header.body_bytes,
+    })
+}
+
+/// The body of the record `location` names, found at `at` in `buffer` (a
+/// read of the file that holds it): header decoded under `max_body_bytes`,
+/// checked against `location` and `id`, and the body's CRC verified.
+pub(super) fn body_at(
+    buffer: &Bytes,
+    at: usize,
+    location: Location,
+    id: u64,
+    max_body_bytes: u32,
+) -> Result<Bytes, StoreError> {
+    let corrupt = |source| StoreError::Corrupt {
+        segment: location.segment,
+        offset: u64::from(location.offset),
+        source,
+    };
+    let header_bytes = buffer
+        .get(at..at + HEADER_BYTES)
+        .ok_or(StoreError::OutOfBounds {
+            location,
+            segment_bytes: 0,
+        })?;
+    let header = record::decode_header(header_bytes, max_body_bytes).map_err(corrupt)?;
+    expect_record(&header, location, id)?;
+    let body = at + HEADER_BYTES..at + HEADER_BYTES + header.body_bytes as usize;
+    if body.end > buffer.len() {
+        return Err(StoreError::OutOfBounds {
+            location,
+            segment_bytes: 0,
+        });
+    }
+    let body = buffer.slice(body);
+    record::verify(&header, &body).map_err(corrupt)?;
+    Ok(body)
 }
