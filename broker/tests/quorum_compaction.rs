@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use broker::queue::QueueAddress;
@@ -32,23 +32,6 @@ fn padded(range: std::ops::Range<usize>) -> Vec<String> {
     range
         .map(|i| format!("message {i:05} {}", "y".repeat(80)))
         .collect()
-}
-
-fn segment_files(data_dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![data_dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "seg") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

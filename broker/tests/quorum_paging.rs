@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use broker::queue::{Queue, QueueAddress};
@@ -28,27 +27,6 @@ fn padded(range: std::ops::Range<usize>) -> Vec<String> {
     range
         .map(|i| format!("message {i:05} {}", "x".repeat(60)))
         .collect()
-}
-
-/// Every segment file under a node's data dir.
-fn segment_files(data_dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![data_dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "seg") {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 /// Wait until the queue's replica on `broker` has snapshotted and purged

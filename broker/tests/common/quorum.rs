@@ -255,3 +255,22 @@ pub async fn wait_for_leader(
     .await;
     leader.expect("eventually returned with a leader")
 }
+
+/// Every segment file (`*.seg`, paged message bodies) under a node's data
+/// dir, sorted.
+pub fn segment_files(data_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![data_dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "seg") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
