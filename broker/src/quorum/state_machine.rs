@@ -65,6 +65,23 @@ pub(crate) struct Inner {
     growth: LogGrowth,
 }
 
+impl Inner {
+    /// The meta of a snapshot of the state now, under a snapshot id unique
+    /// on this node (`<last applied index>-<n><suffix>`).
+    fn next_snapshot_meta(&mut self, suffix: &str) -> SnapshotMeta<NodeId, BasicNode> {
+        self.n_snapshots += 1;
+        SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+            snapshot_id: format!(
+                "{}-{}{suffix}",
+                self.last_applied.map_or(0, |l| l.index),
+                self.n_snapshots
+            ),
+        }
+    }
+}
+
 /// How one queue's replica keeps bodies.
 #[derive(Debug, Clone)]
 pub(crate) struct BodyLimits {
@@ -212,16 +229,7 @@ impl QueueStateMachine {
     /// written to a file only when openraft first reads them.
     fn transfer_snapshot(&self) -> Result<Snapshot<QueueRaft>, StorageError<NodeId>> {
         let mut inner = self.shared.lock();
-        inner.n_snapshots += 1;
-        let meta = SnapshotMeta {
-            last_log_id: inner.last_applied,
-            last_membership: inner.membership.clone(),
-            snapshot_id: format!(
-                "{}-{}-t",
-                inner.last_applied.map_or(0, |l| l.index),
-                inner.n_snapshots
-            ),
-        };
+        let meta = inner.next_snapshot_meta("-t");
         let n = inner.n_snapshots;
         let index = inner.index.clone();
         let reader = match inner.store.as_mut() {
@@ -254,17 +262,8 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
         // written, their fsyncs collected); the rest runs without it.
         let (index, meta, generation, pending) = {
             let mut inner = self.shared.lock();
-            inner.n_snapshots += 1;
             inner.growth.snapshotted();
-            let meta = SnapshotMeta {
-                last_log_id: inner.last_applied,
-                last_membership: inner.membership.clone(),
-                snapshot_id: format!(
-                    "{}-{}",
-                    inner.last_applied.map_or(0, |l| l.index),
-                    inner.n_snapshots
-                ),
-            };
+            let meta = inner.next_snapshot_meta("");
             let Some(store) = inner.store.as_mut() else {
                 return Err(io_error(snapshot_install::NotOpen));
             };
