@@ -4,7 +4,7 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below it; the
 //! test `tests/architecture.rs` checks it, `docs/architecture.md` says why):
-//! `codec`; `config` and `lock_order`; `net` and `queue`; `engine`; `raft`; `quorum` and
+//! `codec`; `config`, `crash_point` and `lock_order`; `net` and `queue`; `engine`; `raft`; `quorum` and
 //! `meta`; `forward`; `admin`; `node`.
 //!
 //! Features: `test-cluster` adds [`Cluster`], several nodes in one process
@@ -15,6 +15,7 @@
 pub mod admin;
 pub mod codec;
 pub mod config;
+pub mod crash_point;
 pub mod meta;
 pub mod net;
 pub mod paging;

@@ -25,6 +25,11 @@ const LAYERS: &[(&str, u32, &str)] = &[
     ("config", 1, "every limit and switch, plain data"),
     ("lock_order", 1, "the lock order, checked in debug builds"),
     (
+        "crash_point",
+        1,
+        "named crash points, armed by crash tests only",
+    ),
+    (
         "net",
         2,
         "node-to-node transport primitives and the one NodeId",

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod crash_at;
 mod daemon;
 mod fd_limit;
 mod logging;
@@ -30,6 +31,13 @@ fn main() -> ExitCode {
     };
     if let Err(error) = logging::init(&settings.log) {
         return config_error(&error);
+    }
+    match crash_at::arm_from_env() {
+        Ok(None) => {}
+        Ok(Some(point)) => {
+            tracing::warn!(%point, "{} is set: this process kills itself there", crash_at::VAR)
+        }
+        Err(error) => return config_error(&error),
     }
     match fd_limit::raise_open_files() {
         Ok((before, after)) => tracing::debug!(?before, ?after, "open-file limit"),
@@ -80,7 +88,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn config_error(error: &settings::ConfigError) -> ExitCode {
+fn config_error(error: &dyn std::fmt::Display) -> ExitCode {
     // Plain stderr rather than a log line: logging may not be set up yet,
     // and the operator needs to see this whatever the log settings are.
     eprintln!("ramqp-brokerd: configuration error: {error}");

@@ -47,7 +47,9 @@ def ctl_path():
 class Cluster:
     """Nodes 1..n as BrokerProcess objects, keyed by node id."""
 
-    def __init__(self, size):
+    def __init__(self, size, extra_args=()):
+        # Flags every node gets besides the cluster's own (e.g. --config).
+        self.extra_args = list(extra_args)
         ports = free_ports(2 * size)
         self.amqp_port = {i + 1: ports[i] for i in range(size)}
         self.fabric_port = {i + 1: ports[size + i] for i in range(size)}
@@ -61,6 +63,7 @@ class Cluster:
             "--fabric-listen", f"127.0.0.1:{self.fabric_port[node]}",
             "--allow-fault-injection",
             *RAFT_ARGS,
+            *self.extra_args,
         ]
         for peer in members:
             if peer != node:

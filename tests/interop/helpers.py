@@ -1,6 +1,7 @@
 """Small helpers shared by the interop tests (Qpid Proton 0.37, blocking API)."""
 
 import contextlib
+import time
 import uuid
 
 from proton import Delivery, Message, Timeout
@@ -15,6 +16,14 @@ TIMEOUT = 15.0
 # not be awaited as a condition, so this is the one place a fixed wait is
 # used; it is short and only ever reached on the success path once per check.
 ABSENCE_WAIT = 1.0
+
+
+def wait_until(predicate, timeout, what, show=lambda: ""):
+    """Poll `predicate` every 0.2 s until it holds; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout}s {show()}"
+        time.sleep(0.2)
 
 
 def queue_address(hint: str) -> str:

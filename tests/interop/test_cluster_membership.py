@@ -1,19 +1,10 @@
 """Adding a 4th ramqp-brokerd to a running 3-node cluster and removing a
 node again, with ramqp-ctl, while queues hold messages."""
 
-import time
-
 from cluster import cluster3, start_joining_node  # noqa: F401
 from proton import Timeout
 
-from helpers import connection, receive_all, send_all
-
-
-def wait_until(predicate, timeout, what, show=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout}s {show()}"
-        time.sleep(0.2)
+from helpers import connection, receive_all, send_all, wait_until
 
 
 def members(cluster, node):

@@ -24,6 +24,7 @@ use super::types::{MetaRaft, MetaRequest, META_GROUP, META_GROUP_NAME};
 use crate::net::NodeId;
 use crate::net::NodeTransport;
 use crate::raft::network::GroupNetwork;
+use crate::raft::PurgeGatedLog;
 
 /// Settings of the metadata group (the Raft timings come with the
 /// `openraft::Config` passed to [`Metadata::open`]).
@@ -133,7 +134,10 @@ impl Metadata {
                 path: dir.to_path_buf(),
                 message: e.to_string(),
             })?;
-        let log_store = store.group::<MetaRaft>(META_GROUP)?;
+        let log_store = PurgeGatedLog::new(
+            store.group::<MetaRaft>(META_GROUP)?,
+            shared.snapshot_cover.subscribe(),
+        );
         let network = GroupNetwork {
             transport: transport.clone(),
             node_id,

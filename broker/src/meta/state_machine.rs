@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use super::state::{ClusterState, MetaResponse};
 use super::types::MetaRaft;
 use crate::net::NodeId;
+use crate::raft::SnapshotCover;
 
 /// What the state machine holds.
 #[derive(Default)]
@@ -39,6 +40,9 @@ pub(crate) struct Inner {
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
     version: watch::Sender<u64>,
+    /// What the durable snapshot file covers: the log purge waits for it
+    /// (`raft::PurgeGatedLog`).
+    pub(crate) snapshot_cover: SnapshotCover,
 }
 
 impl Shared {
@@ -46,6 +50,7 @@ impl Shared {
         Shared {
             inner: Mutex::new(Inner::default()),
             version: watch::Sender::new(0),
+            snapshot_cover: SnapshotCover::default(),
         }
     }
 
@@ -151,6 +156,10 @@ impl MetaStateMachine {
         match std::fs::read(dir.join(SNAPSHOT_FILE)) {
             Ok(file) => {
                 let body: FileBody = unseal(&file)?;
+                machine
+                    .shared
+                    .snapshot_cover
+                    .recorded(body.meta.last_log_id.as_ref());
                 machine.install(&body.meta, body.state);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -176,7 +185,11 @@ impl MetaStateMachine {
         tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &file))
             .await
             .map_err(io_error)?
-            .map_err(io_error)
+            .map_err(io_error)?;
+        self.shared
+            .snapshot_cover
+            .recorded(body.meta.last_log_id.as_ref());
+        Ok(())
     }
 }
 

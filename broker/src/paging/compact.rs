@@ -29,6 +29,7 @@ use super::location::Move;
 use super::options::StoreOptions;
 use super::segment::{self, Segment};
 use super::store::{sync_dir, Entry, SegmentStore};
+use crate::crash_point;
 
 /// What `compact` did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -107,6 +108,7 @@ impl SegmentStore {
             }
             return Err(error);
         }
+        crash_point::reached(crash_point::COMPACTION_COPIED);
 
         for output in &mut outputs {
             let seq = output.segment.seq();
@@ -118,6 +120,7 @@ impl SegmentStore {
         }
         let synced = sync_dir(&self.dir);
         self.poison_on_error(synced)?;
+        crash_point::reached(crash_point::COMPACTION_RENAMED);
 
         let new_segments = outputs.iter().map(|o| o.segment.seq()).collect();
         for output in outputs {

@@ -27,7 +27,7 @@ use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::paging::StoreOptions;
 use crate::queue::{Queue, QueueAddress, QueueKind};
 use crate::raft::network::GroupNetwork;
-use crate::raft::{group_id, open_log_store, GroupId, RpcKind};
+use crate::raft::{group_id, open_log_store, GroupId, PurgeGatedLog, RpcKind};
 
 /// Errors opening or creating quorum queues.
 #[derive(Debug, thiserror::Error)]
@@ -310,7 +310,10 @@ impl QuorumNode {
         ));
         let state_machine = QueueStateMachine::open(&dir, shared.clone())
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
-        let log_store = self.store.group::<QueueRaft>(group)?;
+        let log_store = PurgeGatedLog::new(
+            self.store.group::<QueueRaft>(group)?,
+            shared.snapshot_cover.subscribe(),
+        );
         let network = GroupNetwork {
             transport: self.transport.clone(),
             node_id: self.node_id,

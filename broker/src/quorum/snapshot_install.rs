@@ -20,6 +20,7 @@ use super::replica_files::{self, INCOMING_FILE, SNAPSHOT_FILE};
 use super::snapshot_data::SnapshotData;
 use super::state_machine::{io_error, read_error, Shared};
 use super::{snapshot_file, snapshot_transfer};
+use crate::crash_point;
 use crate::net::NodeId;
 use crate::paging::{SegmentStore, StoreOptions};
 
@@ -47,6 +48,8 @@ pub(crate) async fn install(
     })
     .await
     .map_err(io_error)??;
+    // The log purge openraft issued with this install may go ahead now.
+    shared.snapshot_cover.recorded(meta.last_log_id.as_ref());
     let (old_generation, old_resident) = {
         let mut inner = shared.lock();
         let old = (inner.generation, inner.index.resident_bytes());
@@ -120,9 +123,11 @@ fn build(
         }
     }
     store.sync().map_err(io_error)?;
+    crash_point::reached(crash_point::INSTALL_STAGED);
     replica_files::write_durably(dir, SNAPSHOT_FILE, |out| {
         snapshot_file::write(out, meta, generation, &index)
     })
     .map_err(io_error)?;
+    crash_point::reached(crash_point::INSTALL_RECORDED);
     Ok((index, store))
 }

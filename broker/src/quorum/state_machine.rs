@@ -32,11 +32,13 @@ use super::replica_files::{self, SNAPSHOT_FILE};
 use super::snapshot_data::SnapshotData;
 use super::types::{message_id, Applied, Command, QueueRaft};
 use super::{snapshot_file, snapshot_install, snapshot_transfer};
+use crate::crash_point;
 use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
 use crate::paging::{SegmentStore, StoreOptions};
 use crate::queue::dispatch::Dispatcher;
 use crate::queue::ConsumerId;
+use crate::raft::SnapshotCover;
 
 /// State shared by the state machine (apply) and the queue (consumers).
 #[derive(Default)]
@@ -114,6 +116,9 @@ pub(crate) struct Shared {
     pub(crate) snapshot_wanted: SnapshotWanted,
     /// The queue's address, for logs.
     pub(crate) queue: String,
+    /// What the durable snapshot file covers: the group's log purge waits
+    /// for it (`raft::PurgeGatedLog`).
+    pub(crate) snapshot_cover: SnapshotCover,
 }
 
 impl Shared {
@@ -124,6 +129,7 @@ impl Shared {
             limits,
             snapshot_wanted: SnapshotWanted::default(),
             queue,
+            snapshot_cover: SnapshotCover::default(),
         }
     }
 
@@ -212,6 +218,9 @@ impl QueueStateMachine {
             shared.limits.node.take(index.resident_bytes());
             inner.index = index;
             inner.last_applied = restored.meta.last_log_id;
+            shared
+                .snapshot_cover
+                .recorded(restored.meta.last_log_id.as_ref());
             inner.membership = restored.meta.last_membership;
         } else {
             store.restore_live([]).map_err(read_error)?;
@@ -284,6 +293,7 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
         tokio::task::spawn_blocking(move || {
             // The segments the snapshot names are durable before it is.
             pending.run().map_err(io_error)?;
+            crash_point::reached(crash_point::SNAPSHOT_SEGMENTS_SYNCED);
             replica_files::write_durably(&dir, SNAPSHOT_FILE, |out| {
                 snapshot_file::write(out, &file_meta, generation, &index)
             })
@@ -291,6 +301,11 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
         })
         .await
         .map_err(io_error)??;
+        self.shared
+            .snapshot_cover
+            .recorded(meta.last_log_id.as_ref());
+        // openraft purges the log only after this returns.
+        crash_point::reached(crash_point::SNAPSHOT_RECORDED);
         // Compacted segments may go once a snapshot names their successors.
         if let Some(store) = self.shared.lock().store.as_mut() {
             store.delete_retired().map_err(io_error)?;

@@ -7,7 +7,8 @@
 //! - `store.rs`: opening the node-wide log store (one redb file);
 //! - `leadership.rs`: the steps of a leadership hand-off that do not depend
 //!   on what a group replicates;
-//! - `fault.rs`: whether a group's core stopped on a storage error.
+//! - `fault.rs`: whether a group's core stopped on a storage error;
+//! - `purge_gate.rs`: a log store whose purge waits for a durable snapshot.
 //!
 //! Architecture invariant: nothing here knows what a group replicates
 //! (queues, messages, cluster members). It sits below `quorum` and `meta`,
@@ -17,10 +18,12 @@ mod fault;
 mod group;
 pub(crate) mod leadership;
 pub(crate) mod network;
+mod purge_gate;
 mod rpc_kind;
 mod store;
 
 pub(crate) use fault::core_fault;
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
+pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
 pub(crate) use store::open_log_store;

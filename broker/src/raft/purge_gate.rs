@@ -1,0 +1,179 @@
+//! A group's log store whose purge waits until the state machine holds a
+//! durable snapshot covering what is purged.
+//!
+//! Why: when a follower installs a snapshot streamed from its leader,
+//! openraft 0.9 hands the install to the state machine's worker and issues
+//! the log purge right after, without waiting for it. A crash between the
+//! two leaves a log purged past everything the state machine has: at the
+//! next start openraft finds `purge_upto > committed` and its core panics,
+//! and the replica never serves again (found by the crash test at the
+//! `install-staged` point). Holding the purge until the snapshot is on
+//! disk keeps the order the disk needs. A leader's or follower's own
+//! snapshot is durable before openraft purges after it, so those purges
+//! never wait.
+//!
+//! If the snapshot never comes (its install failed), the purge gives up
+//! after [`PURGE_WAIT`] with a storage error: the group's core stops, and
+//! the node fail-stops like on any other storage error.
+//!
+//! This knows nothing of what a group replicates: only a log store and a
+//! watched index.
+
+use std::fmt::Debug;
+use std::ops::RangeBounds;
+use std::time::Duration;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{
+    AnyError, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, RaftTypeConfig,
+    StorageError, StorageIOError, Vote,
+};
+use tokio::sync::watch;
+
+/// Longest a purge waits for the snapshot that covers it.
+pub(crate) const PURGE_WAIT: Duration = Duration::from_secs(60);
+
+/// One past the last log index a durable snapshot of the group's state
+/// machine covers (0: no snapshot), published by the state machine.
+pub(crate) type SnapshotIndex = watch::Receiver<u64>;
+
+/// The state machine's side of the gate: it records each snapshot file
+/// once that file is durable.
+#[derive(Debug)]
+pub(crate) struct SnapshotCover(watch::Sender<u64>);
+
+impl Default for SnapshotCover {
+    fn default() -> Self {
+        SnapshotCover(watch::Sender::new(0))
+    }
+}
+
+impl SnapshotCover {
+    /// A snapshot file covering the log through `last` is durable.
+    pub(crate) fn recorded<NID: openraft::NodeId>(&self, last: Option<&LogId<NID>>) {
+        let covers = last.map_or(0, |l| l.index.saturating_add(1));
+        self.0.send_if_modified(|now| {
+            let newer = covers > *now;
+            if newer {
+                *now = covers;
+            }
+            newer
+        });
+    }
+
+    /// What the group's [`PurgeGatedLog`] waits on.
+    pub(crate) fn subscribe(&self) -> SnapshotIndex {
+        self.0.subscribe()
+    }
+}
+
+/// `L`, with [`RaftLogStorage::purge`] held back as the module docs say.
+pub(crate) struct PurgeGatedLog<L> {
+    inner: L,
+    snapshot: SnapshotIndex,
+}
+
+impl<L> PurgeGatedLog<L> {
+    pub(crate) fn new(inner: L, snapshot: SnapshotIndex) -> Self {
+        PurgeGatedLog { inner, snapshot }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no durable snapshot covered the log below {wanted} within {waited:?} (covered below {have})"
+)]
+struct SnapshotNeverCame {
+    wanted: u64,
+    have: u64,
+    waited: Duration,
+}
+
+impl<C, L> RaftLogReader<C> for PurgeGatedLog<L>
+where
+    C: RaftTypeConfig,
+    L: RaftLogReader<C>,
+{
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+        self.inner.try_get_log_entries(range).await
+    }
+}
+
+impl<C, L> RaftLogStorage<C> for PurgeGatedLog<L>
+where
+    C: RaftTypeConfig,
+    L: RaftLogStorage<C>,
+{
+    type LogReader = L::LogReader;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
+        self.inner.get_log_state().await
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.inner.get_log_reader().await
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        self.inner.save_vote(vote).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
+        self.inner.read_vote().await
+    }
+
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<C::NodeId>>,
+    ) -> Result<(), StorageError<C::NodeId>> {
+        self.inner.save_committed(committed).await
+    }
+
+    async fn read_committed(
+        &mut self,
+    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+        self.inner.read_committed().await
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<C>,
+    ) -> Result<(), StorageError<C::NodeId>>
+    where
+        I: IntoIterator<Item = C::Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        self.inner.append(entries, callback).await
+    }
+
+    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        self.inner.truncate(log_id).await
+    }
+
+    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+        let wanted = log_id.index.saturating_add(1);
+        let covered =
+            tokio::time::timeout(PURGE_WAIT, self.snapshot.wait_for(|&have| have >= wanted))
+                .await
+                .is_ok_and(|waited| waited.is_ok());
+        if !covered {
+            let error = SnapshotNeverCame {
+                wanted,
+                have: *self.snapshot.borrow(),
+                waited: PURGE_WAIT,
+            };
+            return Err(StorageError::IO {
+                source: StorageIOError::new(
+                    ErrorSubject::Logs,
+                    ErrorVerb::Delete,
+                    AnyError::new(&error),
+                ),
+            });
+        }
+        self.inner.purge(log_id).await
+    }
+}
