@@ -2,6 +2,8 @@
 //! refusing cleanly (attach with a null terminus, then a detach with the
 //! error) when it cannot be served, and releasing what a link held.
 
+use std::collections::VecDeque;
+
 use super::error::ConnectionError;
 use super::link::{ConsumerLink, Link, PublisherLink};
 use super::outbox::Outbox;
@@ -293,6 +295,7 @@ impl State {
             delivery_count: 0,
             credit_limit: 0,
             drain: false,
+            held: VecDeque::new(),
         };
         if let Some(session) = self.sessions.get_mut(&channel) {
             session.links.insert(attach.handle, Link::Consumer(link));

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use super::error::ConnectionError;
 use super::link::Link;
 use super::outbox::Outbox;
-use super::session::{OutgoingTransfer, Unsettled};
+use super::session::{OutgoingTransfer, Session, Unsettled};
 use super::state::{LinkRef, State};
 use crate::codec::definitions::condition;
 use crate::codec::{
@@ -46,39 +46,9 @@ impl State {
         let Some(Link::Consumer(consumer)) = session.links.get_mut(&link.handle) else {
             return;
         };
-        if consumer.credit() == 0 {
-            // The peer lowered its credit after the queue pushed this one.
-            consumer.queue.undeliver(consumer.consumer, delivery.id);
-            return;
-        }
-        consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
-        let settled = consumer.snd_settle_mode == SenderSettleMode::Settled;
-        let delivery_id = session.next_delivery_id;
-        session.next_delivery_id = delivery_id.wrapping_add(1);
-        if settled {
-            // At-most-once: the message is gone once it is on its way.
-            consumer
-                .queue
-                .settle(consumer.consumer, delivery.id, Outcome::Accepted);
-        } else {
-            session.unsettled.insert(
-                delivery_id,
-                Unsettled {
-                    handle: link.handle,
-                    consumer: consumer.consumer,
-                    message: delivery.id,
-                },
-            );
-        }
-        session.pending.push_back(OutgoingTransfer {
-            handle: link.handle,
-            delivery_id,
-            delivery_tag: Bytes::copy_from_slice(&delivery.id.to_be_bytes()),
-            settled,
-            parts: delivery_parts(&delivery),
-            sent: 0,
-        });
-        session.pump(out, max_frame);
+        // Behind any delivery still held: the link's order is the queue's.
+        consumer.held.push_back(delivery);
+        send_held(session, link, max_frame, out);
     }
 
     /// The queue finished a drain: report the used-up credit to the peer.
@@ -141,6 +111,12 @@ impl State {
                 let credit = flow.link_credit.unwrap_or(0).min(credit_max);
                 consumer.credit_limit = peer_count.wrapping_add(credit);
                 consumer.drain = flow.drain;
+                // What the queue pushes for this flow comes through the
+                // connection's event channel, after the held ones are out.
+                send_held(session, LinkRef { channel, handle }, max_frame, out);
+                let Some(Link::Consumer(consumer)) = session.links.get_mut(&handle) else {
+                    return Ok(());
+                };
                 consumer
                     .queue
                     .flow(consumer.consumer, consumer.credit_limit, flow.drain);
@@ -239,5 +215,49 @@ impl State {
             );
         }
         Ok(())
+    }
+}
+
+/// Send the link's held deliveries, oldest first, while it has credit.
+fn send_held(session: &mut Session, link: LinkRef, max_frame: usize, out: &mut Outbox) {
+    let Some(Link::Consumer(consumer)) = session.links.get_mut(&link.handle) else {
+        return;
+    };
+    let mut any = false;
+    while consumer.credit() > 0 {
+        let Some(delivery) = consumer.held.pop_front() else {
+            break;
+        };
+        any = true;
+        consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
+        let settled = consumer.snd_settle_mode == SenderSettleMode::Settled;
+        let delivery_id = session.next_delivery_id;
+        session.next_delivery_id = delivery_id.wrapping_add(1);
+        if settled {
+            // At-most-once: the message is gone once it is on its way.
+            consumer
+                .queue
+                .settle(consumer.consumer, delivery.id, Outcome::Accepted);
+        } else {
+            session.unsettled.insert(
+                delivery_id,
+                Unsettled {
+                    handle: link.handle,
+                    consumer: consumer.consumer,
+                    message: delivery.id,
+                },
+            );
+        }
+        session.pending.push_back(OutgoingTransfer {
+            handle: link.handle,
+            delivery_id,
+            delivery_tag: Bytes::copy_from_slice(&delivery.id.to_be_bytes()),
+            settled,
+            parts: delivery_parts(&delivery),
+            sent: 0,
+        });
+    }
+    if any {
+        session.pump(out, max_frame);
     }
 }

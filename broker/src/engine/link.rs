@@ -2,12 +2,13 @@
 //! receive into a queue) and a *consumer link* (a queue's deliveries go out
 //! to the peer), with their credit and delivery-count bookkeeping.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
 use crate::codec::{ReceiverSettleMode, SenderSettleMode};
-use crate::queue::{ConsumerId, Queue};
+use crate::queue::{ConsumerId, Delivery, Queue};
 
 /// A link on which the peer publishes to a queue.
 pub(crate) struct PublisherLink {
@@ -62,6 +63,13 @@ pub(crate) struct ConsumerLink {
     /// delivery-count + link-credit as last granted by the peer.
     pub(crate) credit_limit: u32,
     pub(crate) drain: bool,
+    /// Deliveries the queue pushed that the link had no credit for when
+    /// they arrived (the peer lowered its credit meanwhile), oldest first.
+    /// They go out before anything else once credit comes back, so the
+    /// link's order is the queue's; the queue counts them as out with this
+    /// consumer, so at most the peer's earlier credit is ever held here,
+    /// and they return to the queue if the link goes away.
+    pub(crate) held: VecDeque<Delivery>,
 }
 
 impl ConsumerLink {

@@ -136,7 +136,10 @@ pub(crate) enum ToServer {
         /// Outcome.
         outcome: Outcome,
     },
-    /// Take a delivery back (the client's credit shrank).
+    /// Take a delivery back (the client's credit shrank). No longer sent:
+    /// the engine now holds such deliveries until credit returns (the
+    /// link's order stays the queue's); kept so that the variants after it
+    /// keep their indices on the wire, and ignored when received.
     Undeliver {
         /// Link id.
         link: u64,

@@ -499,32 +499,6 @@ impl Queue for RoutedQueue {
         }
     }
 
-    fn undeliver(&self, consumer: ConsumerId, message: MessageId) {
-        let mut state = self.lock();
-        let Some(c) = state.consumers.get_mut(&consumer) else {
-            return;
-        };
-        match &mut c.at {
-            At::Local(id) => {
-                if let Some(local) = self.local() {
-                    local.undeliver(*id, message);
-                }
-            }
-            At::Remote {
-                node,
-                link,
-                delivery_count,
-                ..
-            } => {
-                *delivery_count = delivery_count.wrapping_sub(1);
-                let (node, link) = (*node, *link);
-                let undeliver = ToServer::Undeliver { link, message };
-                self.send(&mut state, node, &undeliver, Bytes::new());
-            }
-            At::Nowhere { delivery_count } => *delivery_count = delivery_count.wrapping_sub(1),
-        }
-    }
-
     fn unsubscribe(&self, consumer: ConsumerId) {
         let mut state = self.lock();
         let Some(c) = state.consumers.remove(&consumer) else {

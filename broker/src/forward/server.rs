@@ -221,11 +221,9 @@ impl Server {
             } => self.with_consumer(origin, &sink, link, |queue, consumer| {
                 queue.settle(consumer, message, outcome)
             }),
-            ToServer::Undeliver { link, message } => {
-                self.with_consumer(origin, &sink, link, |queue, consumer| {
-                    queue.undeliver(consumer, message)
-                })
-            }
+            // Sent only by nodes of an older version; the message stays out
+            // with the consumer until it is settled or the link goes.
+            ToServer::Undeliver { .. } => {}
             ToServer::Close { link } => self.close(origin, link),
         }
     }

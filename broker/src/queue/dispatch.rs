@@ -267,24 +267,6 @@ impl Dispatcher {
         Settled::Returned
     }
 
-    /// Take back a delivery the engine could not send (the consumer's
-    /// credit shrank meanwhile), as if it had never been pushed.
-    pub(crate) fn undeliver(&mut self, consumer: ConsumerId, message: MessageId) {
-        match self.out.remove(&message) {
-            Some((owner, entry)) if owner == consumer => {
-                if let Some(c) = self.consumers.get_mut(&consumer) {
-                    c.delivery_count = c.delivery_count.wrapping_sub(1);
-                }
-                self.returned.insert(message, entry);
-                self.dispatch();
-            }
-            Some(other) => {
-                self.out.insert(message, other);
-            }
-            None => {}
-        }
-    }
-
     /// Remove a consumer; its unsettled messages wait again, in order.
     pub(crate) fn unsubscribe(&mut self, consumer: ConsumerId) {
         self.remove_consumer(consumer);

@@ -151,10 +151,6 @@ pub trait Queue: Send + Sync + 'static {
     /// Settle one delivered message.
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome);
 
-    /// Take back a delivery that was pushed but could not be sent because
-    /// the consumer lowered its credit meanwhile: as if never pushed.
-    fn undeliver(&self, consumer: ConsumerId, message: MessageId);
-
     /// Remove a consumer; its unsettled messages become available again,
     /// in their original order, delivery-count unchanged.
     fn unsubscribe(&self, consumer: ConsumerId);

@@ -117,10 +117,6 @@ impl Queue for TransientQueue {
         }
     }
 
-    fn undeliver(&self, consumer: ConsumerId, message: MessageId) {
-        self.lock().dispatcher.undeliver(consumer, message);
-    }
-
     fn unsubscribe(&self, consumer: ConsumerId) {
         self.lock().dispatcher.unsubscribe(consumer);
     }

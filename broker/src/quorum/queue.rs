@@ -366,10 +366,6 @@ impl Queue for QuorumQueue {
         let _ = self.settles.send(SettleMsg::Settle(message, kind));
     }
 
-    fn undeliver(&self, consumer: ConsumerId, message: MessageId) {
-        self.shared.lock().dispatcher.undeliver(consumer, message);
-    }
-
     fn unsubscribe(&self, consumer: ConsumerId) {
         let mut inner = self.shared.lock();
         inner.routed.remove(&consumer);
