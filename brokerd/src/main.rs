@@ -6,12 +6,14 @@
 //! rejected configuration, 70 after a fatal storage fault (fail-stop, see
 //! `daemon`), 1 for any other failure.
 
-#![forbid(unsafe_code)]
+// Unsafe code only in `heap_trim` (two glibc calls), allowed there alone.
+#![deny(unsafe_code)]
 
 mod cli;
 mod crash_at;
 mod daemon;
 mod fd_limit;
+mod heap_trim;
 mod logging;
 mod settings;
 
@@ -42,6 +44,9 @@ fn main() -> ExitCode {
     match fd_limit::raise_open_files() {
         Ok((before, after)) => tracing::debug!(?before, ?after, "open-file limit"),
         Err(error) => tracing::warn!(%error, "cannot raise the open-file limit"),
+    }
+    if let Err(error) = heap_trim::spawn() {
+        tracing::warn!(%error, "cannot start the heap-trim thread");
     }
     let broker_config = settings.broker;
     tracing::info!(
