@@ -10,18 +10,22 @@
 //!   waiter ([`BatchStats`] counts it).
 //! - Every stored record carries a CRC32C over its key and payload, checked
 //!   on every read.
+//! - A file left mostly free by a purge (a drained deep queue) is compacted
+//!   by the writer right after that purge (`compact`).
 //!
 //! Module map: `store` (the node-wide handle) → `raft` (openraft trait
 //! impls) → `group` (a group's state and read path) and `tail` (appended,
 //! not yet durable entries) → `writer` (the group-commit thread) →
 //! `record` (CRC framing, postcard) and `tables` (redb tables, keys);
-//! `error`, `stats`.
+//! `compact` (when and how the file gives back its free space); `error`,
+//! `stats`.
 //!
 //! `README.md` beside this crate documents the data layout, the group-commit
 //! protocol, the durability guarantees and what redb promises on a crash.
 #![warn(unreachable_pub, missing_docs)]
 #![forbid(unsafe_code)]
 
+mod compact;
 mod error;
 mod group;
 mod raft;

@@ -63,7 +63,7 @@ where
     RB: RangeBounds<u64>,
 {
     let (start, end) = index_bounds(&range);
-    shared.read_entries(store.db(), start, end)
+    shared.read_entries(&store.db(), start, end)
 }
 
 fn read_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
@@ -197,7 +197,7 @@ where
         // Read under the lock so no purge or release can race it.
         let on_disk = self
             .shared
-            .disk_last_log_id_in(self.store.db(), first, disk_end)?;
+            .disk_last_log_id_in(&self.store.db(), first, disk_end)?;
         let new_last = match (in_tail, on_disk) {
             (Some(t), Some(d)) => Some(if t.index >= d.index { t } else { d }),
             (Some(t), None) => Some(t),

@@ -14,8 +14,8 @@
 //! it sees the same in-memory tail.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, Weak};
 use std::thread::JoinHandle;
 
 use openraft::RaftTypeConfig;
@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::compact::SharedDb;
 use crate::error::Error;
 use crate::group::{ErasedGroup, GroupLogStore, GroupShared};
 use crate::record;
@@ -100,7 +101,9 @@ type Registry = HashMap<u64, Weak<dyn ErasedGroup>>;
 pub(crate) type FailureWatch = Arc<watch::Sender<Option<Arc<Error>>>>;
 
 pub(crate) struct Inner {
-    db: Arc<Database>,
+    /// Read-locked by every reader and by the writer's transactions;
+    /// write-locked only to compact the file (`compact.rs`).
+    db: SharedDb,
     /// `None` only while dropping.
     sender: Option<mpsc::Sender<WriteRequest>>,
     writer: Option<JoinHandle<()>>,
@@ -134,7 +137,7 @@ impl LogStore {
             .set_cache_size(options.cache_size_bytes)
             .set_check_integrity_on_open(options.check_integrity_on_open)
             .create(path.as_ref())?;
-        LogStore::start(db, options)
+        LogStore::start(db, Some(path.as_ref().to_path_buf()), options)
     }
 
     /// Opens (or creates) the database on `backend` instead of a file: for
@@ -148,18 +151,23 @@ impl LogStore {
             .set_cache_size(options.cache_size_bytes)
             .set_check_integrity_on_open(options.check_integrity_on_open)
             .create_with_backend(backend)?;
-        LogStore::start(db, options)
+        LogStore::start(db, None, options)
     }
 
     /// Creates the tables of an opened database and starts its writer.
-    fn start(db: Database, options: LogStoreOptions) -> Result<LogStore, Error> {
+    fn start(
+        db: Database,
+        path: Option<PathBuf>,
+        options: LogStoreOptions,
+    ) -> Result<LogStore, Error> {
         init_tables(&db)?;
-        let db = Arc::new(db);
+        let db = Arc::new(RwLock::new(db));
         let stats = Arc::new(BatchStats::default());
         let (sender, receiver) = mpsc::channel(options.write_queue_capacity_requests.max(1));
         let failure: FailureWatch = Arc::new(watch::Sender::new(None));
         let writer = Writer::spawn(
             db.clone(),
+            path,
             receiver,
             stats.clone(),
             options.batch_requests_max,
@@ -199,7 +207,7 @@ impl LogStore {
                 .map_err(|_| Error::GroupTypeMismatch { group_id })?;
             return GroupLogStore::claim(self.clone(), shared);
         }
-        let shared = Arc::new(GroupShared::<C>::load(&self.inner.db, group_id)?);
+        let shared = Arc::new(GroupShared::<C>::load(&self.db(), group_id)?);
         let erased: Arc<dyn ErasedGroup> = shared.clone();
         registry.insert(group_id, Arc::downgrade(&erased));
         // Forget groups whose state is gone; at doubling sizes only, so the
@@ -214,7 +222,7 @@ impl LogStore {
     /// row), in ascending order: the groups to recover at start-up. Writes
     /// not yet committed are not seen.
     pub fn groups(&self) -> Result<Vec<u64>, Error> {
-        let txn = self.inner.db.begin_read()?;
+        let txn = self.db().begin_read()?;
         let mut ids = BTreeSet::new();
         let meta = txn.open_table(META)?;
         for row in meta.range::<(u64, u8)>(..)? {
@@ -298,7 +306,7 @@ impl LogStore {
     /// decoding payloads). Stops at the first bad record and returns its
     /// error.
     pub fn verify(&self) -> Result<VerifyReport, Error> {
-        let txn = self.inner.db.begin_read()?;
+        let txn = self.db().begin_read()?;
         let mut report = VerifyReport::default();
         let entries = txn.open_table(ENTRIES)?;
         for row in entries.range::<(u64, u64)>(..)? {
@@ -317,8 +325,9 @@ impl LogStore {
         Ok(report)
     }
 
-    pub(crate) fn db(&self) -> &Database {
-        &self.inner.db
+    /// The database, read-locked (the lock only excludes a compaction).
+    pub(crate) fn db(&self) -> RwLockReadGuard<'_, Database> {
+        self.inner.db.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Requests queued for the writer thread and not yet taken by it. A

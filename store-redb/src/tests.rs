@@ -369,3 +369,61 @@ async fn one_live_handle_per_group_and_removal() {
         assert_eq!(neighbour.read_vote().await.unwrap(), Some(Vote::new(1, 0)));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_mostly_freed_by_a_purge_is_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.redb");
+    let store = open(&dir);
+    let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
+    // 80 MiB of log in 64 KiB entries, then all of it purged.
+    let body = "x".repeat(64 * 1024);
+    let big = |i: u64| Entry {
+        log_id: log_id(1, i),
+        payload: EntryPayload::Normal(format!("{i}{body}")),
+    };
+    let (flushed, on_flushed) = counter();
+    for chunk in 0..16u64 {
+        group
+            .append_with(
+                (chunk * 80..(chunk + 1) * 80).map(big).collect(),
+                on_flushed(),
+            )
+            .await
+            .unwrap();
+    }
+    wait_until(|| flushed.load(Ordering::SeqCst) == 16).await;
+    let full = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        full > crate::compact::MIN_FILE_BYTES,
+        "{full} bytes written"
+    );
+
+    group.purge(log_id(1, 16 * 80 - 1)).await.unwrap();
+    // The compaction runs on the writer right after the purge's commit.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = std::fs::metadata(&path).unwrap().len();
+        if now < full / 8 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {now} of {full} bytes"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Still a working log: append after the purge, reopen, read it back.
+    group
+        .append_with(entries(1, 16 * 80..16 * 80 + 3), on_flushed())
+        .await
+        .unwrap();
+    wait_until(|| flushed.load(Ordering::SeqCst) == 17).await;
+    drop(group);
+    drop(store);
+    let store = open(&dir);
+    let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
+    let got = group.try_get_log_entries(0..u64::MAX).await.unwrap();
+    assert_eq!(log_ids(&got), log_ids(&entries(1, 16 * 80..16 * 80 + 3)));
+    assert_eq!(store.verify().unwrap().n_entries, 3);
+}

@@ -36,13 +36,15 @@
 //! Shutdown: the thread exits when every sender is dropped (the last
 //! `LogStore` clone), after committing what was queued.
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use redb::{Database, Durability, ReadTransaction, ReadableDatabase, Table, WriteTransaction};
+use redb::{Durability, ReadTransaction, ReadableDatabase, Table, WriteTransaction};
 use tokio::sync::mpsc;
 
+use crate::compact::{CompactionPolicy, SharedDb};
 use crate::error::Error;
 use crate::stats::{BatchStats, CommitTally};
 use crate::store::FailureWatch;
@@ -93,7 +95,10 @@ pub(crate) struct WriteRequest {
 
 /// The writer thread's state.
 pub(crate) struct Writer {
-    db: Arc<Database>,
+    db: SharedDb,
+    /// The database file, to compact it (`None` for a custom backend).
+    path: Option<PathBuf>,
+    compaction: CompactionPolicy,
     requests: mpsc::Receiver<WriteRequest>,
     stats: Arc<BatchStats>,
     batch_requests_max: usize,
@@ -109,7 +114,8 @@ pub(crate) struct Writer {
 impl Writer {
     /// Starts the writer thread.
     pub(crate) fn spawn(
-        db: Arc<Database>,
+        db: SharedDb,
+        path: Option<PathBuf>,
         requests: mpsc::Receiver<WriteRequest>,
         stats: Arc<BatchStats>,
         batch_requests_max: usize,
@@ -118,6 +124,8 @@ impl Writer {
     ) -> Result<JoinHandle<()>, Error> {
         let writer = Writer {
             db,
+            path,
+            compaction: CompactionPolicy::new(),
             requests,
             stats,
             batch_requests_max: batch_requests_max.max(1),
@@ -143,10 +151,20 @@ impl Writer {
                 }
             }
             let result = self.commit_or_poison(&batch);
+            let purged = batch.iter().any(|request| {
+                matches!(
+                    request.op,
+                    WriteOp::Purge { .. } | WriteOp::RemoveGroup { .. }
+                )
+            });
             for request in batch.drain(..) {
                 if let Some(done) = request.completion {
                     done(result.clone().map_err(Error::Write));
                 }
+            }
+            // After the completions: nobody waits on the compaction.
+            if purged && result.is_ok() {
+                self.maybe_compact();
             }
         }
         tracing::debug!("store-redb writer: all senders gone, exiting");
@@ -188,6 +206,32 @@ impl Writer {
         }
     }
 
+    /// Compacts the file if most of it is free (`compact.rs`). A failure
+    /// poisons the writer like a failed commit.
+    fn maybe_compact(&mut self) {
+        let Some(path) = self.path.clone() else {
+            return;
+        };
+        // redb compacts only with no transaction open.
+        self.pin = None;
+        match self.compaction.maybe_compact(&self.db, &path) {
+            Ok(None) => {}
+            Ok(Some(done)) => tracing::info!(
+                file_bytes_before = done.file_bytes_before,
+                file_bytes_after = done.file_bytes_after,
+                took_ms = done.took.as_millis() as u64,
+                "store-redb: compacted the log file"
+            ),
+            Err(e) => {
+                tracing::error!(error = %e, "store-redb compaction failed; refusing further writes");
+                self.stats.record_failure();
+                let e = Arc::new(e);
+                self.failed = Some(e.clone());
+                self.failure.send_replace(Some(e));
+            }
+        }
+    }
+
     /// Replaces the held read transaction by one of the last commit.
     ///
     /// Why: every commit copies on write the pages it changes and records
@@ -202,7 +246,8 @@ impl Writer {
     /// pin only delays the reuse of pages no live tree references).
     fn repin(&mut self) {
         self.pin = None;
-        match self.db.begin_read() {
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        match db.begin_read() {
             Ok(txn) => self.pin = Some(txn),
             // Only an optimization: commit without it.
             Err(e) => {
@@ -213,7 +258,8 @@ impl Writer {
 
     /// Applies `batch` in one write transaction and commits it durably.
     fn commit(&self, batch: &[WriteRequest]) -> Result<CommitTally, Error> {
-        let mut txn = self.db.begin_write()?;
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        let mut txn = db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         txn.set_quick_repair(self.quick_repair);
         let mut tally = CommitTally {
