@@ -5,11 +5,12 @@
 //! `Database::compact` moves the live pages to the front and truncates, but
 //! needs the database to itself. So the database sits behind a `RwLock`:
 //! every reader and every write transaction holds it shared, and the
-//! writer thread takes it exclusively to compact, right after a commit
-//! that purged, when the file is at least [`MIN_FILE_BYTES`] and more than
-//! [`MAX_LIVE_PERCENT`] of it is free, and at most once per
-//! [`MIN_INTERVAL`]. Readers wait for the compaction meanwhile (a few
-//! fsyncs over little live data: it runs when most of the file is free).
+//! writer thread takes it exclusively to compact once the store has
+//! committed nothing for a few seconds (woken by a tick), when the file is
+//! at least [`MIN_FILE_BYTES`] and no more than [`MAX_LIVE_PERCENT`] of it
+//! holds live pages, and at most once per [`MIN_INTERVAL`]. So a busy log
+//! (a queue filling) is never stalled by it; readers wait meanwhile (a few
+//! fsyncs over little live data).
 //!
 //! A compaction is crash-safe (redb commits it in two phases). One that
 //! fails with an I/O error poisons the writer like a failed commit.

@@ -10,8 +10,9 @@
 //!   waiter ([`BatchStats`] counts it).
 //! - Every stored record carries a CRC32C over its key and payload, checked
 //!   on every read.
-//! - A file left mostly free by a purge (a drained deep queue) is compacted
-//!   by the writer right after that purge (`compact`).
+//! - A file left mostly free by purges (a drained deep queue) is compacted
+//!   by the writer once the store has been idle for a few seconds
+//!   (`compact`).
 //!
 //! Module map: `store` (the node-wide handle) → `raft` (openraft trait
 //! impls) → `group` (a group's state and read path) and `tail` (appended,

@@ -30,7 +30,7 @@ use crate::group::{ErasedGroup, GroupLogStore, GroupShared};
 use crate::record;
 use crate::stats::{BatchStats, BatchStatsSnapshot};
 use crate::tables::{RecordKey, ENTRIES, FORMAT, FORMAT_KEY, FORMAT_VERSION, META};
-use crate::writer::{Completion, WriteOp, WriteRequest, Writer};
+use crate::writer::{Completion, WriteOp, WriteRequest, Writer, TICK};
 
 /// Tuning of a [`LogStore`].
 #[derive(Debug, Clone)]
@@ -174,6 +174,7 @@ impl LogStore {
             options.quick_repair,
             failure.clone(),
         )?;
+        spawn_ticker(sender.downgrade())?;
         Ok(LogStore {
             inner: Arc::new(Inner {
                 db,
@@ -396,6 +397,28 @@ impl WritePermit<'_> {
 }
 
 /// Creates the tables and checks the format version.
+/// Wakes the writer every [`TICK`] with a [`WriteOp::Tick`] while the
+/// store lives (it holds only a weak sender, so it never keeps the writer
+/// alive), for the idle compaction check.
+fn spawn_ticker(sender: mpsc::WeakSender<WriteRequest>) -> Result<(), Error> {
+    std::thread::Builder::new()
+        .name("store-redb-tick".into())
+        .spawn(move || loop {
+            // A periodic wake-up: there is no event for "has been idle".
+            std::thread::sleep(TICK);
+            let Some(sender) = sender.upgrade() else {
+                return;
+            };
+            // A full queue means a busy writer: nothing to look at then.
+            let _ = sender.try_send(WriteRequest {
+                op: WriteOp::Tick,
+                completion: None,
+            });
+        })
+        .map(|_| ())
+        .map_err(Error::WriterSpawn)
+}
+
 fn init_tables(db: &Database) -> Result<(), Error> {
     let txn = db.begin_write()?;
     {

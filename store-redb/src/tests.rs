@@ -400,7 +400,8 @@ async fn a_file_mostly_freed_by_a_purge_is_compacted() {
     );
 
     group.purge(log_id(1, 16 * 80 - 1)).await.unwrap();
-    // The compaction runs on the writer right after the purge's commit.
+    // The compaction runs on the writer once the store has been idle for a
+    // few seconds (a tick wakes it).
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let now = std::fs::metadata(&path).unwrap().len();

@@ -80,7 +80,15 @@ pub(crate) enum WriteOp {
     },
     /// Delete every entry and metadata row of the group.
     RemoveGroup { group_id: u64 },
+    /// Nothing to write: wakes the writer now and then, so that an idle
+    /// store can see whether its file wants compacting (`compact.rs`).
+    Tick,
 }
+
+/// How long the store must have committed nothing before it compacts.
+const IDLE_BEFORE_COMPACTION: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often an idle writer is woken to look (see [`WriteOp::Tick`]).
+pub(crate) const TICK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Run by the writer thread once the request's transaction has committed
 /// (`Ok`) or failed (`Err`). Must be quick and must not block: it runs on
@@ -96,6 +104,8 @@ pub(crate) struct WriteRequest {
 /// The writer thread's state.
 pub(crate) struct Writer {
     db: SharedDb,
+    /// When the last transaction committed (or the writer started).
+    last_commit: Instant,
     /// The database file, to compact it (`None` for a custom backend).
     path: Option<PathBuf>,
     compaction: CompactionPolicy,
@@ -124,6 +134,7 @@ impl Writer {
     ) -> Result<JoinHandle<()>, Error> {
         let writer = Writer {
             db,
+            last_commit: Instant::now(),
             path,
             compaction: CompactionPolicy::new(),
             requests,
@@ -150,21 +161,24 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            if batch
+                .iter()
+                .all(|request| matches!(request.op, WriteOp::Tick))
+            {
+                batch.clear();
+                // Compact only a store that has been quiet for a while, so
+                // a compaction never stalls a busy log.
+                if self.failed.is_none() && self.last_commit.elapsed() >= IDLE_BEFORE_COMPACTION {
+                    self.maybe_compact();
+                }
+                continue;
+            }
             let result = self.commit_or_poison(&batch);
-            let purged = batch.iter().any(|request| {
-                matches!(
-                    request.op,
-                    WriteOp::Purge { .. } | WriteOp::RemoveGroup { .. }
-                )
-            });
+            self.last_commit = Instant::now();
             for request in batch.drain(..) {
                 if let Some(done) = request.completion {
                     done(result.clone().map_err(Error::Write));
                 }
-            }
-            // After the completions: nobody waits on the compaction.
-            if purged && result.is_ok() {
-                self.maybe_compact();
             }
         }
         tracing::debug!("store-redb writer: all senders gone, exiting");
@@ -371,6 +385,7 @@ fn apply(tables: &mut Tables<'_>, op: &WriteOp, tally: &mut CommitTally) -> Resu
             tally.records += n_deleted + 1;
             tally.bytes += record.len() as u64;
         }
+        WriteOp::Tick => {}
         WriteOp::RemoveGroup { group_id } => {
             let mut n_deleted = 0u64;
             tables
