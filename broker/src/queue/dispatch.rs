@@ -109,6 +109,13 @@ impl Dispatcher {
         self.out.len()
     }
 
+    /// Whether a consumer still has credit left to use.
+    pub(crate) fn has_waiting_credit(&self) -> bool {
+        self.waiting
+            .iter()
+            .any(|id| self.consumers.get(id).is_some_and(|c| c.credit() > 0))
+    }
+
     pub(crate) fn n_consumers(&self) -> usize {
         self.consumers.len()
     }

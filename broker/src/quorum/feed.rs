@@ -11,6 +11,7 @@
 
 use super::index::Placement;
 use super::state_machine::Inner;
+use super::types::message_id;
 use crate::codec::definitions::condition;
 use crate::codec::MessageView;
 use crate::paging::Location;
@@ -46,10 +47,16 @@ impl Feed {
 }
 
 impl Inner {
-    /// This node starts leading: feed from the start of the index.
-    pub(crate) fn start_feed(&mut self) {
+    /// This node starts leading with its log up to `last_log_index`: feed
+    /// from the start of the index. Every message of that log may have been
+    /// delivered by an earlier leader, including those of entries this node
+    /// applies only after it began leading (the tail of its log, known
+    /// committed once the new term's first entry commits), so the mark is
+    /// the log's end, not the index's.
+    pub(crate) fn start_feed(&mut self, last_log_index: u64) {
         self.feed.cursor = None;
-        self.feed.redelivered_upto = self.index.last_id();
+        let log_end = message_id(last_log_index, usize::from(u16::MAX));
+        self.feed.redelivered_upto = Some(log_end).max(self.index.last_id());
     }
 
     /// This node stops leading.
@@ -76,9 +83,22 @@ impl Inner {
         self.dispatcher.push(entry);
     }
 
-    /// Top the dispatcher's window up from the index (leader only).
+    /// Top the dispatcher's window up from the index (leader only). While
+    /// consumers still have credit after taking the window, load the next
+    /// one: their credit may exceed the window, and a consumer that settles
+    /// nothing until its credit is used would otherwise wait for an event
+    /// (a flow, a settlement, an apply) that never comes. What this loads
+    /// is bounded by the consumers' credit.
     pub(crate) fn refill(&mut self, queue: &str) {
-        self.refill_to(queue, WINDOW);
+        loop {
+            let cursor = self.feed.cursor;
+            self.refill_to(queue, WINDOW);
+            let more_wanted =
+                self.dispatcher.n_ready() < WINDOW / 2 && self.dispatcher.has_waiting_credit();
+            if !more_wanted || self.feed.cursor == cursor {
+                return;
+            }
+        }
     }
 
     /// Before a drain: load until `want` messages wait (the consumer's

@@ -14,10 +14,13 @@ use crate::net::NodeId;
 use crate::queue::QueueEventKind;
 
 /// Whether the metrics say this node leads.
-pub(super) fn leads(raft: &QueueRaftHandle, node_id: NodeId) -> bool {
+/// `Some(last log index)` while this node leads, as openraft reports it
+/// now; `None` otherwise.
+pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId) -> Option<u64> {
     let m = raft.metrics();
     let m = m.borrow();
-    m.state == ServerState::Leader && m.current_leader == Some(node_id)
+    (m.state == ServerState::Leader && m.current_leader == Some(node_id))
+        .then(|| m.last_log_index.unwrap_or(0))
 }
 
 /// Switch the queue to leading or not: a node that becomes leader builds
@@ -27,14 +30,16 @@ pub(super) fn leads(raft: &QueueRaftHandle, node_id: NodeId) -> bool {
 /// forwarded links) are told `Closed`, which the forwarding server ships
 /// back to their node, where they follow the leader the same way.
 /// Idempotent; called by the watchers and before serving a link.
-pub(super) fn set_leading(shared: &Shared, leading: bool, node_id: NodeId, queue: &str) {
+/// `leading` is `Some(last log index)` when this node leads: every message
+/// of the log up to there may have been delivered by an earlier leader.
+pub(super) fn set_leading(shared: &Shared, leading: Option<u64>, node_id: NodeId, queue: &str) {
     let mut inner = shared.lock();
-    if leading && !inner.leading {
+    if let (Some(last_log_index), false) = (leading, inner.leading) {
         inner.leading = true;
-        inner.start_feed();
+        inner.start_feed(last_log_index);
         inner.refill(queue);
         tracing::info!(%queue, node_id, "leading");
-    } else if !leading && inner.leading {
+    } else if leading.is_none() && inner.leading {
         inner.leading = false;
         inner.stop_feed();
         for consumer in inner.dispatcher.clear() {
@@ -70,12 +75,13 @@ pub(super) async fn watch_leadership(
         let (leading, log_applied) = {
             let m = metrics.borrow_and_update();
             (
-                m.state == ServerState::Leader && m.current_leader == Some(node_id),
+                (m.state == ServerState::Leader && m.current_leader == Some(node_id))
+                    .then(|| m.last_log_index.unwrap_or(0)),
                 m.last_applied.map(|l| l.index) >= m.last_log_index,
             )
         };
         set_leading(&shared, leading, node_id, &queue);
-        if leading {
+        if leading.is_some() {
             shared.lock().confirm_missing(&queue, log_applied);
         }
         // The same task serves the state machine's snapshot requests: it

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
-use super::leadership_watch::{leads, set_leading, watch_leadership};
+use super::leadership_watch::{leadership, set_leading, watch_leadership};
 use super::proposer::{propose_in_order, Proposal};
 use super::publish_gate::PublishGate;
 use super::resource_alarm::ResourceAlarm;
@@ -154,7 +154,7 @@ impl QuorumQueue {
     pub(crate) fn sync_leadership(&self) -> bool {
         set_leading(
             &self.shared,
-            leads(&self.raft, self.node_id),
+            leadership(&self.raft, self.node_id),
             self.node_id,
             &self.address.to_string(),
         );
@@ -242,7 +242,7 @@ impl Queue for QuorumQueue {
         // Do not wait for the watcher task to notice a fresh election.
         set_leading(
             &self.shared,
-            leads(&self.raft, self.node_id),
+            leadership(&self.raft, self.node_id),
             self.node_id,
             &self.address.to_string(),
         );
