@@ -1,7 +1,8 @@
 //! Shared helpers for the integration tests: bounded waits, an embedded
-//! broker with a tweaked config, a real third-party AMQP 1.0 client
-//! (fe2o3-amqp) and a raw-socket client that speaks frames through the
-//! broker's own public codec.
+//! broker with a tweaked config (also on a runtime of its own, so it can
+//! be stopped abruptly), a real third-party AMQP 1.0 client (fe2o3-amqp)
+//! and a raw-socket client that speaks frames through the broker's own
+//! public codec.
 //!
 //! Every wait here is bounded: a hung broker fails a test, never hangs it.
 //! Every test does `mod common; use common::*;`, so this file only
@@ -11,6 +12,7 @@
 mod embedded;
 mod fe2o3;
 mod frames;
+mod host;
 mod quorum;
 mod raw;
 mod source_tree;
@@ -24,6 +26,8 @@ pub use embedded::*;
 pub use fe2o3::*;
 #[allow(unused_imports)]
 pub use frames::*;
+#[allow(unused_imports)]
+pub use host::*;
 #[allow(unused_imports)]
 pub use quorum::*;
 #[allow(unused_imports)]
