@@ -1,14 +1,15 @@
-//! Regression test, FAILING (about one attempt in ten, so nearly every run
-//! of this test) until the bug is fixed in `broker/src/quorum/`: after a
-//! restart, even a graceful one, a message delivered before it may be
-//! delivered again with first-acquirer true, which AMQP 1.0 (3.2.1) allows
-//! only for a message no other link has acquired.
+//! Regression test: after a restart, even a graceful one, a message
+//! delivered before it could be delivered again with first-acquirer true
+//! (about one attempt in ten, so nearly every run of this test), which
+//! AMQP 1.0 (3.2.1) allows only for a message no other link has acquired.
+//! Fixed in `quorum/feed.rs` `start_feed`, which now marks the whole log
+//! at the start of leadership as possibly delivered, not the index.
 //!
 //! Found by `quorum_model.rs` (proptest). Minimal sequence: publish one
 //! message with first-acquirer true, receive it, release it, restart the
 //! node, receive it again: its header says first-acquirer true.
 //!
-//! Why (as read in the code): a node that starts leading marks every
+//! Why it happened: a node that started leading marked every
 //! message already in its index as possibly delivered
 //! (`feed.rs` `start_feed`: `redelivered_upto = index.last_id()`). The
 //! last entries of the log are only known committed after the restart

@@ -1,14 +1,15 @@
-//! Regression test, FAILING until the bug is fixed in `broker/src/quorum/`:
-//! a consumer of a quorum queue that grants more credit than about twice
-//! the leader's dispatcher window (1,024 messages, `quorum/feed.rs`) and
-//! settles nothing until all of it has arrived stalls for good.
+//! Regression test: a consumer of a quorum queue that grants more credit
+//! than about twice the leader's dispatcher window (1,024 messages,
+//! `quorum/feed.rs`) and settles nothing until all of it has arrived
+//! stalled for good. Fixed in `feed.rs` `refill`, which now loads the next
+//! window while consumers have credit left.
 //!
 //! Found by `quorum_model.rs` (proptest), minimal sequence: publish 1,030
 //! messages, publish 1,030 more, then one receiver with credit 2,060: 2,048
 //! arrive, then nothing, although the link has credit 12 and the queue 12
-//! ready messages. The leader tops its window up (at most 1,024 messages,
+//! ready messages. The leader topped its window up (at most 1,024 messages,
 //! or 4 MiB of bodies) only on a flow, a settlement or an apply: a flow
-//! refills before and after handing out, so one flow yields two windows,
+//! refilled before and after handing out, so one flow yields two windows,
 //! and with nothing settled and nothing published nothing refills again.
 //! Nothing in AMQP 1.0 flow control (2.6.7) makes a receiver settle before
 //! its credit is used, and a client that takes a batch of N before

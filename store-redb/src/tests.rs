@@ -48,14 +48,19 @@ fn counter() -> (Arc<AtomicUsize>, impl Fn() -> Completion) {
     })
 }
 
-async fn wait_until(mut cond: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if cond() {
-            return;
-        }
+async fn wait_until(cond: impl FnMut() -> bool) {
+    wait_until_within(Duration::from_secs(5), cond).await;
+}
+
+async fn wait_until_within(limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "condition not reached in {limit:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("condition not reached in 5 s");
 }
 
 /// Asserts that `cond` holds throughout `quiet`, polled every 10 ms.
@@ -402,18 +407,10 @@ async fn a_file_mostly_freed_by_a_purge_is_compacted() {
     group.purge(log_id(1, 16 * 80 - 1)).await.unwrap();
     // The compaction runs on the writer once the store has been idle for a
     // few seconds (a tick wakes it).
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let now = std::fs::metadata(&path).unwrap().len();
-        if now < full / 8 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still {now} of {full} bytes"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until_within(Duration::from_secs(60), || {
+        std::fs::metadata(&path).unwrap().len() < full / 8
+    })
+    .await;
     // Still a working log: append after the purge, reopen, read it back.
     group
         .append_with(entries(1, 16 * 80..16 * 80 + 3), on_flushed())

@@ -26,12 +26,6 @@ use fe2o3_amqp::link::delivery::Delivery;
 
 use super::common::{body_text, header_delivery_count, AnyBody};
 
-/// A known broker bug (quorum_first_acquirer.rs): after a restart a
-/// message delivered before it may come back with first-acquirer true.
-/// Until it is fixed, the model does not check first-acquirer on a
-/// redelivery after a restart; set this to false with the fix.
-const KNOWN_BUG_FIRST_ACQUIRER_AFTER_RESTART: bool = true;
-
 /// What a consumer does with a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Settle {
@@ -185,8 +179,7 @@ pub(crate) fn check_delivery(
         expected.count_uncertain = false;
     }
     let first_acquirer = message.header.as_ref().is_some_and(|h| h.first_acquirer);
-    let known_bug = KNOWN_BUG_FIRST_ACQUIRER_AFTER_RESTART && expected.restarted;
-    if expected.delivered && first_acquirer && !known_bug {
+    if expected.delivered && first_acquirer {
         return Err(format!(
             "message {}: first-acquirer true on a redelivery",
             expected.seq
