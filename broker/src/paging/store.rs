@@ -348,7 +348,14 @@ impl SegmentStore {
             return Err(StoreError::NotLive { location });
         }
         self.restore_allowed = false;
-        if entry.live.n_live() > 0 || !entry.segment.is_sealed() {
+        // The active segment goes too once a quarter full and empty (a
+        // drained deep queue left its whole last segment behind); smaller,
+        // it stays, so a shallow paged queue does not create and delete a
+        // file per message. Deleting it is as safe as deleting a sealed one:
+        // the next append starts a new segment number.
+        let worth_deleting = entry.segment.is_sealed()
+            || entry.segment.bytes() >= u64::from(self.options.segment_max_bytes) / 4;
+        if entry.live.n_live() > 0 || !worth_deleting {
             return Ok(Released::default());
         }
         self.delete_segment(location.segment)?;

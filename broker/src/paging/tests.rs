@@ -146,3 +146,34 @@ fn invalid_options_are_refused() {
         ));
     }
 }
+
+#[test]
+fn an_emptied_active_segment_goes_once_a_quarter_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    // Under a quarter of the 1,024-byte segment: emptied, it stays.
+    let small = store.append(1, &[1u8; 50]).unwrap();
+    let released = store.release(small).unwrap();
+    assert_eq!(released.deleted_segment, None);
+    assert_eq!(store.stats().n_segments, 1);
+    // Past a quarter: emptied, the file goes, and appends start a new one.
+    let big: Vec<Location> = (2..6)
+        .map(|id| store.append(id, &[2u8; 60]).unwrap())
+        .collect();
+    assert!(big.iter().all(|l| l.segment == small.segment));
+    let path = dir.path().join(format!("{:020}.seg", small.segment));
+    assert!(path.exists());
+    let mut deleted = None;
+    for location in &big {
+        deleted = store
+            .release(*location)
+            .unwrap()
+            .deleted_segment
+            .or(deleted);
+    }
+    assert_eq!(deleted, Some(small.segment));
+    assert!(!path.exists(), "the emptied active segment is deleted");
+    let next = store.append(9, b"after").unwrap();
+    assert!(next.segment > small.segment, "a new segment number");
+    assert_eq!(store.read(next, 9).unwrap(), &b"after"[..]);
+}
