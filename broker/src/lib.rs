@@ -16,6 +16,8 @@ pub mod admin;
 pub mod codec;
 pub mod config;
 pub mod crash_point;
+#[doc(hidden)]
+pub mod fuzz_checks;
 pub mod meta;
 pub mod net;
 pub mod paging;

@@ -67,6 +67,11 @@ const LAYERS: &[(&str, u32, &str)] = &[
         8,
         "the assembly: Broker, registry, fabric adapter, Cluster",
     ),
+    (
+        "fuzz_checks",
+        9,
+        "the checks of the fuzz targets and the corpus replay, over every decoder",
+    ),
 ];
 
 /// Most lines in one source file.

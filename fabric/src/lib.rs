@@ -57,6 +57,8 @@ mod client;
 mod config;
 mod error;
 mod fabric;
+#[doc(hidden)]
+pub mod fuzz_checks;
 mod peer;
 mod proto;
 mod server;

@@ -19,7 +19,7 @@
 //! not yet durable entries) → `writer` (the group-commit thread) →
 //! `record` (CRC framing, postcard) and `tables` (redb tables, keys);
 //! `compact` (when and how the file gives back its free space); `error`,
-//! `stats`.
+//! `stats`; `fuzz_checks` (the fuzz targets' record check).
 //!
 //! `README.md` beside this crate documents the data layout, the group-commit
 //! protocol, the durability guarantees and what redb promises on a crash.
@@ -28,6 +28,8 @@
 
 mod compact;
 mod error;
+#[doc(hidden)]
+pub mod fuzz_checks;
 mod group;
 mod raft;
 mod record;

@@ -7,13 +7,15 @@
 //! - `follow.rs`: finding the leader and moving links when it changes;
 //! - `server.rs`: the serving side, running forwarded links against the
 //!   local queue and shipping their events back;
-//! - `protocol.rs`: the postcard messages in the envelopes.
+//! - `protocol.rs`: the postcard messages in the envelopes;
+//! - `fuzz_checks.rs`: the fuzz target's check of their decoder.
 //!
 //! Where a queue lives: a quorum queue on its replicas (led by its Raft
 //! leader); a transient queue on one *owner* node chosen from its name
 //! over the cluster members ([`Forwarder::owner_of`]).
 
 mod follow;
+pub(crate) mod fuzz_checks;
 mod protocol;
 mod routed;
 mod server;

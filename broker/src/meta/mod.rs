@@ -8,6 +8,8 @@
 //!   id, the requests forwarded to the leader.
 //! - `state.rs`: [`ClusterState`] and its [`MetaCommand`]s (pure).
 //! - `state_machine.rs`: openraft's state machine and snapshot file.
+//! - `fuzz_checks.rs`: the fuzz targets' checks of the snapshot file and
+//!   the group's fabric payloads.
 //! - `service.rs`: [`Metadata`], the node's handle (open/bootstrap,
 //!   reads, changes, node addition and removal).
 //! - `rpc.rs`: getting a change to the leader (local or forwarded, with
@@ -61,6 +63,7 @@
 //! [`Metadata::move_leader`]`(queue, node)` makes another replica the
 //! preferred leader; the quorum-queue side transfers leadership to match.
 
+pub(crate) mod fuzz_checks;
 mod handoff;
 mod rpc;
 mod service;

@@ -80,11 +80,11 @@ type Meta = SnapshotMeta<NodeId, BasicNode>;
 const SNAPSHOT_FILE: &str = "snapshot.bin";
 
 /// Magic + version at the start of a snapshot file.
-const MAGIC: &[u8; 8] = b"RAMQPM01";
+pub(super) const MAGIC: &[u8; 8] = b"RAMQPM01";
 
 /// The snapshot data openraft ships between nodes: the state alone.
 #[derive(Serialize, Deserialize)]
-struct FileBody {
+pub(super) struct FileBody {
     meta: Meta,
     state: ClusterState,
 }
@@ -102,7 +102,7 @@ fn read_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
 }
 
 /// `MAGIC`, postcard `value`, CRC32C of both (LE).
-fn seal<T: Serialize>(value: &T) -> Result<Vec<u8>, StorageError<NodeId>> {
+pub(super) fn seal<T: Serialize>(value: &T) -> Result<Vec<u8>, StorageError<NodeId>> {
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&postcard::to_allocvec(value).map_err(io_error)?);
     let crc = crc32c::crc32c(&out);
@@ -111,7 +111,9 @@ fn seal<T: Serialize>(value: &T) -> Result<Vec<u8>, StorageError<NodeId>> {
 }
 
 /// The inverse of [`seal`], refusing bad magic, truncation and bit flips.
-fn unseal<T: serde::de::DeserializeOwned>(data: &[u8]) -> Result<T, StorageError<NodeId>> {
+pub(super) fn unseal<T: serde::de::DeserializeOwned>(
+    data: &[u8],
+) -> Result<T, StorageError<NodeId>> {
     if data.len() < MAGIC.len() + 4 || &data[..MAGIC.len()] != MAGIC {
         return Err(read_error(Corrupt("metadata snapshot truncated".into())));
     }

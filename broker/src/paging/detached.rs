@@ -51,6 +51,16 @@ pub struct StoreReader {
 }
 
 impl StoreReader {
+    /// A reader of no segment at all (every `read` is `SegmentGone`): for
+    /// writing a snapshot transfer of resident bodies only, which the fuzz
+    /// checks do.
+    pub(crate) fn empty() -> StoreReader {
+        StoreReader {
+            segments: BTreeMap::new(),
+            max_record_bytes: 0,
+        }
+    }
+
     /// Reads record `id` at `location`, checking its length, id and CRC.
     pub fn read(&self, location: Location, id: u64) -> Result<Bytes, StoreError> {
         let Some((file, size)) = self.segments.get(&location.segment) else {

@@ -20,6 +20,7 @@ mod budget;
 mod cluster_view;
 mod compaction;
 mod feed;
+pub(crate) mod fuzz_checks;
 mod handoff;
 mod hold;
 mod index;

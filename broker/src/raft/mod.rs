@@ -8,13 +8,16 @@
 //! - `leadership.rs`: the steps of a leadership hand-off that do not depend
 //!   on what a group replicates;
 //! - `fault.rs`: whether a group's core stopped on a storage error;
-//! - `purge_gate.rs`: a log store whose purge waits for a durable snapshot.
+//! - `purge_gate.rs`: a log store whose purge waits for a durable snapshot;
+//! - `fuzz_checks.rs`: the round-trip checks of the fuzz targets for
+//!   postcard payloads and Raft RPCs.
 //!
 //! Architecture invariant: nothing here knows what a group replicates
 //! (queues, messages, cluster members). It sits below `quorum` and `meta`,
 //! which never import each other: what both need lives here.
 
 mod fault;
+pub(crate) mod fuzz_checks;
 mod group;
 pub(crate) mod leadership;
 pub(crate) mod network;

@@ -1,0 +1,83 @@
+//! The round-trip check every postcard payload decoded off the fabric gets
+//! in the fuzz targets and the corpus replay test (Raft RPCs of any group,
+//! forwarding and admin messages), and the Raft RPC check generic over a
+//! group's type configuration. A failed check panics: that is what
+//! libFuzzer reports.
+//!
+//! It must not know which groups exist (`quorum` and `meta` pass their
+//! type configurations in) or how payloads travel.
+
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::RaftTypeConfig;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::net::NodeId;
+
+/// Feed `bytes` to `decode`; what it accepts must encode into bytes that are
+/// no longer than the input (postcard's encoding is the shortest one), that
+/// decode again, and that encode again identically (decode of the
+/// re-encoding is the same value, compared by its encoding since not every
+/// payload type has `PartialEq`). Returns whether `bytes` decoded.
+pub(crate) fn postcard_round_trip<T, E>(
+    bytes: &[u8],
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+) -> bool
+where
+    T: Serialize,
+    E: std::fmt::Display,
+{
+    let Ok(value) = decode(bytes) else {
+        return false;
+    };
+    let first = postcard::to_allocvec(&value).expect("a decoded payload encodes");
+    assert!(
+        first.len() <= bytes.len(),
+        "re-encoding is longer ({}) than the input ({})",
+        first.len(),
+        bytes.len()
+    );
+    let again = match decode(&first) {
+        Ok(again) => again,
+        Err(e) => panic!("a re-encoded payload does not decode: {e}"),
+    };
+    let second = postcard::to_allocvec(&again).expect("a re-decoded payload encodes");
+    assert_eq!(first, second, "decode of the re-encoding differs");
+    true
+}
+
+/// [`postcard_round_trip`] through `postcard::from_bytes`, the decoder of
+/// most fabric payloads.
+pub(crate) fn postcard_check<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> bool {
+    postcard_round_trip(bytes, |b: &[u8]| postcard::from_bytes::<T>(b))
+}
+
+/// How many payload types [`raft_rpc`] knows (its `selector` is taken
+/// modulo this).
+pub(crate) const RAFT_RPC_KINDS: u8 = 6;
+
+/// The Raft RPC payloads of a group of type configuration `C`, as
+/// `quorum::node::serve_rpc` / `meta::rpc` (requests) and
+/// `raft::network::GroupConnection::call` (answers) decode them;
+/// `selector` picks the payload type.
+pub(crate) fn raft_rpc<C>(selector: u8, payload: &[u8])
+where
+    C: RaftTypeConfig<NodeId = NodeId>,
+    AppendEntriesRequest<C>: Serialize + DeserializeOwned,
+    InstallSnapshotRequest<C>: Serialize + DeserializeOwned,
+{
+    match selector % RAFT_RPC_KINDS {
+        0 => postcard_check::<AppendEntriesRequest<C>>(payload),
+        1 => postcard_check::<VoteRequest<NodeId>>(payload),
+        2 => postcard_check::<InstallSnapshotRequest<C>>(payload),
+        3 => postcard_check::<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>>(payload),
+        4 => postcard_check::<Result<VoteResponse<NodeId>, RaftError<NodeId>>>(payload),
+        _ => postcard_check::<
+            Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
+        >(payload),
+    };
+}

@@ -1,0 +1,8 @@
+//! Fuzzes admin requests and answers (postcard). The check (what must hold
+//! beyond "no panic") is `broker::fuzz_checks::admin_rpc`, shared with the
+//! stable-toolchain corpus replay test.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| broker::fuzz_checks::admin_rpc(data));

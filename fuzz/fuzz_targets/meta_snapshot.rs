@@ -1,0 +1,9 @@
+//! Fuzzes the metadata group's snapshot (`meta/state_machine.rs` `unseal`).
+//! The check (what must hold beyond "no panic") is
+//! `broker::fuzz_checks::meta_snapshot`, shared with the stable-toolchain
+//! corpus replay test.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| broker::fuzz_checks::meta_snapshot(data));

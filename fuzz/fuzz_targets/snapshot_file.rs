@@ -1,0 +1,9 @@
+//! Fuzzes a quorum queue's snapshot file (`quorum/snapshot_file.rs` `read`).
+//! The check (what must hold beyond "no panic") is
+//! `broker::fuzz_checks::snapshot_file`, shared with the stable-toolchain
+//! corpus replay test.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| broker::fuzz_checks::snapshot_file(data));
