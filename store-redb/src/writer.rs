@@ -209,15 +209,20 @@ impl Writer {
             }
             Err(e) => {
                 tracing::error!(error = %e, n_requests = batch.len(), "store-redb commit failed; refusing further writes");
-                self.stats.record_failure();
-                let e = Arc::new(e);
-                self.failed = Some(e.clone());
-                // Stored whether or not anyone watches yet: a watcher that
-                // subscribes later sees it at once.
-                self.failure.send_replace(Some(e.clone()));
-                Err(e)
+                Err(self.poison(e))
             }
         }
+    }
+
+    /// Refuse every later write after `e`, and publish it.
+    fn poison(&mut self, e: Error) -> Arc<Error> {
+        self.stats.record_failure();
+        let e = Arc::new(e);
+        self.failed = Some(e.clone());
+        // Stored whether or not anyone watches yet: a watcher that
+        // subscribes later sees it at once.
+        self.failure.send_replace(Some(e.clone()));
+        e
     }
 
     /// Compacts the file if most of it is free (`compact.rs`). A failure
@@ -238,10 +243,7 @@ impl Writer {
             ),
             Err(e) => {
                 tracing::error!(error = %e, "store-redb compaction failed; refusing further writes");
-                self.stats.record_failure();
-                let e = Arc::new(e);
-                self.failed = Some(e.clone());
-                self.failure.send_replace(Some(e));
+                self.poison(e);
             }
         }
     }
