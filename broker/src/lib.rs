@@ -4,7 +4,7 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below it; the
 //! test `tests/architecture.rs` checks it, `docs/architecture.md` says why):
-//! `codec`; `config`, `crash_point` and `lock_order`; `net` and `queue`; `engine`; `raft`; `quorum` and
+//! `codec`; `config`, `crash_point`, `lock_order` and `process`; `net` and `queue`; `engine`; `raft`; `quorum` and
 //! `meta`; `forward`; `admin`; `node`.
 //!
 //! Features: `test-cluster` adds [`Cluster`], several nodes in one process
@@ -21,6 +21,7 @@ pub mod fuzz_checks;
 pub mod meta;
 pub mod net;
 pub mod paging;
+pub mod process;
 pub mod queue;
 pub mod quorum;
 pub mod raft;

@@ -25,6 +25,11 @@ const LAYERS: &[(&str, u32, &str)] = &[
     ("config", 1, "every limit and switch, plain data"),
     ("lock_order", 1, "the lock order, checked in debug builds"),
     (
+        "process",
+        1,
+        "what the process costs the machine, from /proc",
+    ),
+    (
         "crash_point",
         1,
         "named crash points, armed by crash tests only",

@@ -9,7 +9,8 @@
 //! not on a steady state.
 //!
 //! glibc only (other C libraries: nothing to do). The one place the daemon
-//! calls C directly; it knows nothing of the broker.
+//! calls C directly; it knows nothing of queues (the resident size comes
+//! from `broker::process`).
 #![allow(unsafe_code)]
 
 use std::time::Duration;
@@ -49,19 +50,9 @@ pub fn spawn() -> std::io::Result<()> {
 /// Resident bytes of the process that malloc holds but does not use (plus
 /// code and stacks, a constant); 0 if unknown.
 fn slack() -> u64 {
-    resident_bytes().saturating_sub(in_use_bytes())
-}
-
-fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmRSS:"))
-                .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kib| kib * 1024)
+    broker::process::resident_bytes()
+        .unwrap_or(0)
+        .saturating_sub(in_use_bytes())
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

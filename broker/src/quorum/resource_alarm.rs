@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::config::QuorumConfig;
+use crate::process::resident_bytes;
 use crate::queue::{QueueEventKind, Sink};
 
 /// How often the resources are checked.
@@ -175,13 +176,6 @@ fn dir_bytes(dir: &Path) -> u64 {
         }
     }
     total
-}
-
-/// The process's resident set, from /proc (Linux).
-fn resident_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
 }
 
 #[cfg(test)]
