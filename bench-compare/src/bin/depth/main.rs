@@ -17,6 +17,7 @@
 //! (footprint.rs) or of processes (child.rs).
 
 mod child;
+mod cpu;
 mod drain;
 mod fill;
 mod footprint;
@@ -333,6 +334,7 @@ async fn run(args: Args) -> Result<()> {
 
     // Back to empty: the plain drain, or the recovery's.
     let settle = Duration::from_secs(args.settle_secs);
+    let mut drain_cpu = None;
     let (drained, recovery, after, under) = match under {
         Under::Child(mut old) => {
             let restart = recovery::Restart {
@@ -360,6 +362,7 @@ async fn run(args: Args) -> Result<()> {
         }
         Under::Target(target) => {
             let started = Instant::now();
+            let cpu_before = cpu::CpuMark::now(&watched.pids);
             let (mut conn, receiver) =
                 drain::attach(&url, &args.address, run, args.credit, timeout).await?;
             progress.phase("drain", published);
@@ -367,6 +370,10 @@ async fn run(args: Args) -> Result<()> {
                 started, &mut conn, &receiver, run, published, timeout, None, &progress,
             )
             .await?;
+            drain_cpu = Some(cpu_before.used_until(
+                &cpu::CpuMark::now(&watched.pids),
+                started.elapsed().as_secs_f64(),
+            ));
             progress.idle();
             let after = watched.sample_for(settle, Duration::from_millis(500)).await;
             close(conn, receiver, &mut close_errors).await;
@@ -424,6 +431,7 @@ async fn run(args: Args) -> Result<()> {
     result.insert("checkpoints".into(), Value::Array(rows));
     result.insert("published_total".into(), json!(published));
     result.insert("drain".into(), json!(drained));
+    result.insert("drain_cpu".into(), json!(drain_cpu));
     result.insert("after_drain".into(), after_json(&after, &last, settle));
     result.insert("recovery".into(), json!(recovery));
     result.insert("ok".into(), json!(ok));
@@ -455,6 +463,9 @@ async fn run(args: Args) -> Result<()> {
         drained.received, published, drained.secs, drained.msg_s, drained.missing, drained.duplicates, drained.extra, drained.foreign,
         args.settle_secs, last.line()
     );
+    if let Some(cpu) = &drain_cpu {
+        eprintln!("depth: CPU during the drain: {}", cpu.line());
+    }
     if let Some(r) = &recovery {
         eprintln!(
             "depth: recovery ({}): stop {:.0} ms; restart -> port {:.0} ms, attach {:.0} ms, first delivery {:.0} ms, all {} received {:.0} ms; count {}",
