@@ -15,7 +15,9 @@
 # machine.json, <leg>-<scenario>-<client>.json and
 # rig-<leg>-<queue>-<client>.json and rate-<leg>-<queue>-<client>.json (the
 # rig's open loop at 1,000 msg/s) (+ .err), summary.md (+ SVG charts when
-# built with the `charts` feature), permsg.json with --permsg.
+# built with the `charts` feature), permsg.json with --permsg; with --depth
+# depth-<leg>-quorum-raw.json and their charts depth-rss.svg, depth-p999.svg
+# (`summarize depth`, tabulated at the end of summary.md).
 set -euo pipefail
 
 usage() {
@@ -471,6 +473,20 @@ if [ -s "$OUT/permsg.md" ]; then
 fi
 if [ -s "$OUT/cluster/summary.md" ]; then
     { echo; cat "$OUT/cluster/summary.md"; } >>"$OUT/summary.md"
+fi
+# The depth runs: RSS and p99.9 against depth (depth-rss.svg, depth-p999.svg).
+DEPTH_FILES=()
+if [ "$DEPTH" = 1 ]; then
+    for f in "$OUT"/depth-*-raw.json; do
+        if [ -s "$f" ]; then DEPTH_FILES+=("$f"); fi
+    done
+fi
+if [ "${#DEPTH_FILES[@]}" -gt 0 ]; then
+    if ! "$BIN/summarize" depth --out-dir "$OUT" "${DEPTH_FILES[@]}" >"$OUT/depth.md" 2>"$OUT/depth-charts.err"; then
+        log "depth charts FAILED (see $OUT/depth-charts.err)"
+        FAILED+=(depth-charts)
+    fi
+    if [ -s "$OUT/depth.md" ]; then { echo; cat "$OUT/depth.md"; } >>"$OUT/summary.md"; fi
 fi
 log "summary: $OUT/summary.md"
 if [ "${#FAILED[@]}" -gt 0 ]; then
