@@ -1,7 +1,7 @@
 //! A `ramqp-brokerd` child process that the bench starts itself (recovery
-//! mode): spawned on a data dir with its stdout and stderr in log files,
-//! its `listening on` address read from the stdout log, stopped with
-//! SIGTERM (or SIGKILL) and awaited, every step bounded. A child still
+//! and rejoin modes): spawned on a data dir with its stdout and stderr in
+//! log files, its `listening on` address read from the stdout log, stopped
+//! with SIGTERM (or SIGKILL) and awaited, every step bounded. A child still
 //! running when this is dropped is killed, so an error never leaves a
 //! broker behind. It knows nothing of AMQP.
 
@@ -41,6 +41,19 @@ impl Brokerd {
         logs: &Path,
         name: &str,
     ) -> Result<Brokerd> {
+        Brokerd::spawn_with(binary, listen, data_dir, &[], logs, name)
+    }
+
+    /// The same with `extra` flags after those two (a cluster node's
+    /// `--node-id`, `--fabric-listen`, `--peer`s).
+    pub(crate) fn spawn_with(
+        binary: &Path,
+        listen: &str,
+        data_dir: &Path,
+        extra: &[String],
+        logs: &Path,
+        name: &str,
+    ) -> Result<Brokerd> {
         let stdout_log = logs.join(format!("{name}.out"));
         let stderr_log = logs.join(format!("{name}.log"));
         let stdout = std::fs::File::create(&stdout_log)
@@ -53,6 +66,7 @@ impl Brokerd {
             .arg(listen)
             .arg("--data-dir")
             .arg(data_dir)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr))
@@ -145,6 +159,11 @@ impl Brokerd {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// Its stderr log file.
+    pub(crate) fn stderr_log(&self) -> &Path {
+        &self.stderr_log
     }
 
     /// The last lines of its stderr log, for error messages.

@@ -9,20 +9,26 @@
 //! the footprint is re-sampled for a few seconds (a late compaction shows).
 //! With `--recovery` the bench starts `ramqp-brokerd` itself, and instead of
 //! the plain drain stops it (SIGTERM or SIGKILL), restarts it on the same
-//! data dir and times the way back (`recovery.rs`).
+//! data dir and times the way back (`recovery.rs`). With `--rejoin` it
+//! starts a 3-node cluster, fills the queue, wipes a follower's data dir
+//! and watches its RSS while it catches up, then drains through it
+//! (`rejoin.rs`).
 //!
 //! Publishing and consuming use the raw client (`src/raw/`), so the numbers
 //! are the broker's. This file owns the flags, the order of the phases and
 //! the result; it knows nothing of frames (fill.rs, drain.rs), of /proc
 //! (footprint.rs) or of processes (child.rs).
 
+mod catch_up;
 mod child;
+mod cluster;
 mod cpu;
 mod drain;
 mod fill;
 mod footprint;
 mod progress;
 mod recovery;
+mod rejoin;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -94,9 +100,32 @@ struct Args {
     /// the way back to the first and the last delivery (needs --brokerd).
     #[arg(long, env = "DEPTH_RECOVERY", requires = "brokerd")]
     recovery: bool,
-    /// The ramqp-brokerd binary that --recovery starts (and restarts).
+    /// The ramqp-brokerd binary that --recovery or --rejoin starts.
     #[arg(long, env = "DEPTH_BROKERD")]
     brokerd: Option<PathBuf>,
+    /// Start a 3-node cluster, fill it, SIGKILL a follower of the queue,
+    /// delete its data dir, restart it, sample its RSS until it caught up,
+    /// move the leadership to it and drain through it (needs --brokerd).
+    #[arg(long, env = "DEPTH_REJOIN", requires = "brokerd", conflicts_with_all = ["url", "recovery"])]
+    rejoin: bool,
+    /// ramqp-ctl for --rejoin (default: next to --brokerd).
+    #[arg(long, env = "DEPTH_CTL")]
+    ctl: Option<PathBuf>,
+    /// --rejoin: node N's AMQP port is base+N-1, its fabric port base+10+N-1.
+    #[arg(long, env = "DEPTH_BASE_PORT", default_value_t = 5900)]
+    base_port: u16,
+    /// --rejoin: the rejoined follower's RSS limit (MiB) for ok.
+    #[arg(long, env = "DEPTH_RSS_LIMIT_MIB", default_value_t = 150)]
+    rss_limit_mib: u64,
+    /// --rejoin: how often its RSS is sampled (ms).
+    #[arg(long, env = "DEPTH_SAMPLE_MS", default_value_t = 200)]
+    sample_ms: u64,
+    /// --rejoin: longest wait from its restart until it has caught up (s).
+    #[arg(long, env = "DEPTH_CATCH_UP_LIMIT_SECS", default_value_t = 900)]
+    catch_up_limit_secs: u64,
+    /// --rejoin: copy the nodes' logs here before the work dir goes.
+    #[arg(long, env = "DEPTH_KEEP_LOGS")]
+    keep_logs: Option<PathBuf>,
     /// Stop with SIGKILL instead of SIGTERM in --recovery.
     #[arg(long, env = "DEPTH_KILL", requires = "recovery")]
     kill: bool,
@@ -177,6 +206,9 @@ async fn run(args: Args) -> Result<()> {
     let run = payload::new_run_id();
     let work = WorkDir::create(args.work_dir.as_deref(), run)?;
     let data_dir = work.0.join("data");
+    if args.rejoin {
+        return rejoin::run(&args, &work.0, run, &checkpoints).await;
+    }
 
     // The broker, what to watch of it, and how to describe it.
     let mut spec = TargetSpec {
