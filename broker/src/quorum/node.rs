@@ -125,6 +125,16 @@ impl QuorumNode {
             election_timeout_max: config.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every_entries),
             max_in_snapshot_log_to_keep: config.log_entries_kept_after_snapshot,
+            // openraft's 200 ms applies to every chunk of a snapshot
+            // transfer, the last one included, whose reply waits for the
+            // follower's install (paging every body and fsyncing: 0.8 s
+            // for 1M messages here). At 200 ms the first transfer of a deep
+            // queue always timed out and was built and streamed again.
+            install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
+            // One entry can hold a few hundred publishes (about 100 KB):
+            // openraft's 300 entries per AppendEntries made one probe of a
+            // lagging follower some 30 MB, held on both nodes at once.
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
             ..openraft::Config::default()
         }
         .validate()
@@ -415,6 +425,11 @@ impl QuorumNode {
         reply.map_err(remote)
     }
 }
+
+/// Deadline of each snapshot chunk's RPC, the install included (see `open`).
+const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 30_000;
+/// Log entries per AppendEntries at most (see `open`).
+const MAX_PAYLOAD_ENTRIES: u64 = 64;
 
 /// The members of a group without cluster metadata (a `QuorumNode` used
 /// on its own, or before `attach_metadata`): `replication_factor` nodes of

@@ -56,14 +56,22 @@ pub(crate) fn anonymous_file(dir: &Path, n: u64) -> io::Result<fs::File> {
     Ok(file)
 }
 
-/// The receiving side's staging file, emptied.
+/// The receiving side's staging file: fresh and already unlinked, like a
+/// transfer's, so a transfer openraft abandons (a timed-out chunk, or one
+/// found not newer than what is committed, which never reaches the state
+/// machine) gives its space back with its last handle instead of leaving a
+/// file as large as the queue behind. The name exists only between the
+/// create and the unlink; a crash there leaves it to `remove_stale`.
 pub(crate) fn incoming_file(dir: &Path) -> io::Result<fs::File> {
-    fs::OpenOptions::new()
+    let path = dir.join(INCOMING_FILE);
+    let file = fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(true)
-        .open(dir.join(INCOMING_FILE))
+        .open(&path)?;
+    fs::remove_file(&path)?;
+    Ok(file)
 }
 
 /// Replace `dir/name` by what `write` writes, atomically and durably: a

@@ -16,7 +16,7 @@ use std::path::Path;
 use openraft::{BasicNode, SnapshotMeta, StorageError};
 
 use super::index::{MessageIndex, Placement, Slot};
-use super::replica_files::{self, INCOMING_FILE, SNAPSHOT_FILE};
+use super::replica_files::{self, SNAPSHOT_FILE};
 use super::snapshot_data::SnapshotData;
 use super::state_machine::{io_error, read_error, Shared};
 use super::{snapshot_file, snapshot_transfer};
@@ -64,10 +64,8 @@ pub(crate) async fn install(
     };
     shared.limits.node.give_back(old_resident);
     let old_dir = replica_files::segments_dir(dir, old_generation);
-    let incoming = dir.join(INCOMING_FILE);
     tokio::task::spawn_blocking(move || {
         let _ = std::fs::remove_dir_all(&old_dir);
-        let _ = std::fs::remove_file(&incoming);
     })
     .await
     .map_err(io_error)?;
