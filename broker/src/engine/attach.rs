@@ -153,7 +153,7 @@ impl State {
             return;
         };
         let link = session.links.remove(&handle);
-        session.unsettled.retain(|_, u| u.handle != handle);
+        session.unsettled.retain(|u| u.handle != handle);
         session.pending.retain(|t| t.handle != handle);
         session.detaching.insert(handle);
         if let Some(link) = link {
@@ -322,7 +322,7 @@ impl State {
             ));
         };
         let handle = detach.handle;
-        session.unsettled.retain(|_, u| u.handle != handle);
+        session.unsettled.retain(|u| u.handle != handle);
         session.pending.retain(|t| t.handle != handle);
         self.release_link(link);
         out.frame(

@@ -8,8 +8,9 @@ use bytes::{Bytes, BytesMut};
 use super::error::ConnectionError;
 use super::link::Link;
 use super::outbox::Outbox;
-use super::session::{OutgoingTransfer, Session, Unsettled};
+use super::session::{OutgoingTransfer, Session};
 use super::state::{LinkRef, State};
+use super::unsettled::Unsettled;
 use crate::codec::definitions::condition;
 use crate::codec::{
     DeliveryState, Disposition, Flow, Header, Performative, Role, SenderSettleMode,
@@ -179,21 +180,7 @@ impl State {
         };
         let first = disposition.first;
         let last = disposition.last.unwrap_or(first);
-        let span = last.wrapping_sub(first);
-        let ids: Vec<u32> = if (span as usize) < session.unsettled.len() {
-            (0..=span).map(|i| first.wrapping_add(i)).collect()
-        } else {
-            session
-                .unsettled
-                .keys()
-                .copied()
-                .filter(|id| id.wrapping_sub(first) <= span)
-                .collect()
-        };
-        for id in ids {
-            let Some(unsettled) = session.unsettled.remove(&id) else {
-                continue;
-            };
+        for unsettled in session.unsettled.remove_range(first, last) {
             if let Some(Link::Consumer(consumer)) = session.links.get(&unsettled.handle) {
                 consumer
                     .queue

@@ -16,6 +16,7 @@ mod outbox;
 mod session;
 mod state;
 mod transfer;
+mod unsettled;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -8,21 +8,14 @@ use bytes::Bytes;
 
 use super::link::Link;
 use super::outbox::Outbox;
+use super::unsettled::UnsettledDeliveries;
 use crate::codec::frame::amqp_frame_overhead;
 use crate::codec::{Flow, Performative, Transfer};
-use crate::queue::{ConsumerId, MessageId};
 
 /// Room we assume a transfer performative needs when deciding whether a
 /// payload surely fits one frame (a transfer with an 8-byte tag encodes in
 /// under 40 bytes).
 const TRANSFER_OVERHEAD_BOUND_BYTES: usize = 128;
-
-/// A delivery we sent and the peer has not settled.
-pub(crate) struct Unsettled {
-    pub(crate) handle: u32,
-    pub(crate) consumer: ConsumerId,
-    pub(crate) message: MessageId,
-}
 
 /// A message on its way out, possibly split over several frames.
 pub(crate) struct OutgoingTransfer {
@@ -80,7 +73,8 @@ pub(crate) struct Session {
     pub(crate) remote_incoming_window: u32,
     /// Next delivery-id we assign.
     pub(crate) next_delivery_id: u32,
-    pub(crate) unsettled: HashMap<u32, Unsettled>,
+    /// Deliveries we sent that the peer has not settled.
+    pub(crate) unsettled: UnsettledDeliveries,
     /// Transfers waiting for the peer's incoming window.
     pub(crate) pending: VecDeque<OutgoingTransfer>,
     /// Publishes (by delivery-id) to answer with `accepted`, collected so
@@ -103,7 +97,7 @@ impl Session {
             next_outgoing_id: 0,
             remote_incoming_window: remote_window,
             next_delivery_id: 0,
-            unsettled: HashMap::new(),
+            unsettled: UnsettledDeliveries::default(),
             pending: VecDeque::new(),
             accepted: Vec::new(),
             accepted_unsettled: Vec::new(),

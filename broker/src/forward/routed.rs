@@ -14,7 +14,10 @@
 //! calls back into a routed queue synchronously: the serving side only
 //! pushes to channels.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+// Keyed by ids this broker assigns (consumer ids, publish sequence numbers).
+use foldhash::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
@@ -134,10 +137,10 @@ impl RoutedQueue {
                 State {
                     target: Target::Searching(Instant::now()),
                     next_consumer: 0,
-                    consumers: HashMap::new(),
+                    consumers: HashMap::default(),
                     pub_link: None,
                     next_token: 0,
-                    pending: HashMap::new(),
+                    pending: HashMap::default(),
                     backlog: VecDeque::new(),
                     waiters: Vec::new(),
                 },

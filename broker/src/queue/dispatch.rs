@@ -7,7 +7,12 @@
 //! transient queue, or the leader of a quorum queue) serializes access.
 //! Deliveries go to a consumer's [`Sink`] only within its credit.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+// Keyed by ids this broker assigns (message and consumer ids), looked up
+// for every delivery and settlement: a fast hasher, no flooding resistance
+// needed.
+use foldhash::HashMap;
 
 use super::message::{Delivery, Message, MessageId};
 use super::sink::{QueueEventKind, Sink};
