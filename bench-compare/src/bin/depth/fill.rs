@@ -94,6 +94,19 @@ impl Filler {
         )
     }
 
+    /// Fill up to `checkpoint` messages published in all (a stage of the
+    /// fill), showing it as a phase of `progress`.
+    pub(crate) async fn fill_to(&mut self, checkpoint: u64, progress: &Progress) -> Result<Stage> {
+        let n = checkpoint.saturating_sub(self.published());
+        progress.phase(&format!("fill to {checkpoint}"), n);
+        let stage = self
+            .fill(n, progress)
+            .await
+            .with_context(|| format!("filling to checkpoint {checkpoint}"))?;
+        progress.idle();
+        Ok(stage)
+    }
+
     /// Publish `n` messages with up to `window` unsettled in flight and
     /// wait for every `accepted`.
     pub(crate) async fn fill(&mut self, n: u64, progress: &Progress) -> Result<Stage> {

@@ -312,13 +312,7 @@ async fn run(args: Args) -> Result<()> {
     let mut rows = Vec::new();
     let mut lines = Vec::new();
     for &checkpoint in &checkpoints {
-        let n = checkpoint.saturating_sub(filler.published());
-        progress.phase(&format!("fill to {checkpoint}"), n);
-        let stage = filler
-            .fill(n, &progress)
-            .await
-            .with_context(|| format!("filling to checkpoint {checkpoint}"))?;
-        progress.idle();
+        let stage = filler.fill_to(checkpoint, &progress).await?;
         let depth = filler.published();
         let footprint = watched.sample();
         let broker_depth = match &under {

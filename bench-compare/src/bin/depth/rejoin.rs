@@ -103,29 +103,14 @@ async fn scenario(args: &Args, work: &Path, run: u32, checkpoints: &[u64]) -> Re
     let url = |cluster: &Cluster, id: u64| -> Result<String> {
         Ok(format!("amqp://{}", cluster.node(id)?.amqp))
     };
-    let mut filler = Filler::connect(
-        &url(&cluster, 1)?,
-        address,
-        run,
-        args.size,
-        args.window,
-        stall,
-        timeout,
-    )
-    .await?;
+    let connect = |url: String| async move {
+        Filler::connect(&url, address, run, args.size, args.window, stall, timeout).await
+    };
+    let mut filler = connect(url(&cluster, 1)?).await?;
     let leader = wait_leader(&cluster, 1, address, None, timeout).await?;
     if leader != 1 {
         filler.close().await.context("the declaring publisher")?;
-        filler = Filler::connect(
-            &url(&cluster, leader)?,
-            address,
-            run,
-            args.size,
-            args.window,
-            stall,
-            timeout,
-        )
-        .await?;
+        filler = connect(url(&cluster, leader)?).await?;
     }
     eprintln!("depth: rejoin: node {leader} leads {address}; filling through it");
     let all = Watched {
@@ -139,13 +124,7 @@ async fn scenario(args: &Args, work: &Path, run: u32, checkpoints: &[u64]) -> Re
     let progress = Progress::start();
     let mut rows = Vec::new();
     for &checkpoint in checkpoints {
-        let n = checkpoint.saturating_sub(filler.published());
-        progress.phase(&format!("fill to {checkpoint}"), n);
-        let stage = filler
-            .fill(n, &progress)
-            .await
-            .with_context(|| format!("filling to checkpoint {checkpoint}"))?;
-        progress.idle();
+        let stage = filler.fill_to(checkpoint, &progress).await?;
         let footprint = all.sample();
         eprintln!(
             "depth: rejoin: checkpoint {checkpoint}: fill {:.0} msg/s, longest accept gap {:.1} ms; RSS per node {:?} KiB; {}",
