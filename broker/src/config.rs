@@ -196,6 +196,10 @@ pub struct QuorumConfig {
     /// A queue's segment file is closed and a new one started past this
     /// size.
     pub segment_max_bytes: u32,
+    /// Bytes a segment file is written past before the kernel is asked to
+    /// start writing them back (no wait; durability still comes from the
+    /// snapshot's fdatasync); 0 leaves it all to that fdatasync.
+    pub segment_writeback_step_bytes: u32,
     /// redb's page cache for the node's Raft log, in bytes.
     pub log_cache_bytes: usize,
     /// Publishers to quorum queues get no new credit while the free space
@@ -240,6 +244,7 @@ impl Default for QuorumConfig {
             resident_budget_bytes: 64 * 1024 * 1024,
             queue_resident_budget_bytes: 16 * 1024 * 1024,
             segment_max_bytes: 64 * 1024 * 1024,
+            segment_writeback_step_bytes: crate::paging::WRITEBACK_STEP_BYTES_DEFAULT,
             log_cache_bytes: 32 * 1024 * 1024,
             min_free_disk_bytes: 50 * 1024 * 1024,
             max_data_bytes: 0,

@@ -159,6 +159,13 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_SEGMENT_MAX_BYTES", value_name = "BYTES", value_parser = clap::value_parser!(u32).range(4096..))]
     pub segment_max_bytes: Option<u32>,
 
+    /// Bytes written to a segment file before the kernel is asked to start
+    /// writing them back, so a snapshot's fdatasync is not one burst of
+    /// hundreds of MB; 0: no early writeback (`[quorum]
+    /// segment_writeback_step_bytes`) [default: 4194304].
+    #[arg(long, env = "RAMQP_SEGMENT_WRITEBACK_STEP", value_name = "BYTES")]
+    pub segment_writeback_step: Option<u32>,
+
     /// Publishers to quorum queues get no new credit while free disk space
     /// under the data dir is below this; 0 turns the check off (`[quorum]
     /// min_free_disk_bytes`) [default: 52428800].

@@ -183,6 +183,9 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(bytes) = cli.segment_max_bytes {
         broker.quorum.segment_max_bytes = bytes;
     }
+    if let Some(bytes) = cli.segment_writeback_step {
+        broker.quorum.segment_writeback_step_bytes = bytes;
+    }
     if let Some(bytes) = cli.min_free_disk {
         broker.quorum.min_free_disk_bytes = bytes;
     }

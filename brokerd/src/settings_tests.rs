@@ -378,6 +378,8 @@ fn paging_budgets_come_from_flags() {
         "4096",
         "--segment-max-bytes",
         "65536",
+        "--segment-writeback-step",
+        "0",
         "--min-free-disk",
         "0",
         "--memory-high-watermark",
@@ -388,6 +390,7 @@ fn paging_budgets_come_from_flags() {
     assert_eq!(quorum.resident_budget_bytes, 1_048_576);
     assert_eq!(quorum.queue_resident_budget_bytes, 4096);
     assert_eq!(quorum.segment_max_bytes, 65_536);
+    assert_eq!(quorum.segment_writeback_step_bytes, 0);
     assert_eq!(quorum.min_free_disk_bytes, 0);
     assert_eq!(quorum.memory_high_watermark_bytes, 1_000_000_000);
     let defaults = resolve(&parse(&[])).unwrap();

@@ -197,7 +197,11 @@ fn copy_live(
                         what: "segment numbers",
                     })?;
                     outputs.push(Entry {
-                        segment: Segment::create(out_seq, segment::temp_path(dir, out_seq))?,
+                        segment: Segment::create(
+                            out_seq,
+                            segment::temp_path(dir, out_seq),
+                            options.writeback_step_bytes,
+                        )?,
                         live: LiveSet::default(),
                     });
                 }

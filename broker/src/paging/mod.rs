@@ -74,7 +74,8 @@ pub use detached::{PendingSync, StoreReader};
 pub use error::StoreError;
 pub use location::{Location, Move};
 pub use options::{
-    StoreOptions, MAX_RECORD_BYTES_DEFAULT, SEGMENT_MAX_BYTES_DEFAULT, WRITE_BUFFER_BYTES_DEFAULT,
+    StoreOptions, MAX_RECORD_BYTES_DEFAULT, SEGMENT_MAX_BYTES_DEFAULT,
+    WRITEBACK_STEP_BYTES_DEFAULT, WRITE_BUFFER_BYTES_DEFAULT,
 };
 pub use record::RecordError;
 pub use store::{Released, Restored, Scan, ScanTail, ScannedRecord, SegmentStore, StoreStats};

@@ -16,6 +16,9 @@ pub struct StoreOptions {
     /// Appends collect in a buffer of about this size before one write
     /// syscall; `sync`, a roll and a full buffer write it out.
     pub write_buffer_bytes: u32,
+    /// Written bytes of a segment after which the kernel is asked to start
+    /// their writeback (see `Segment::flush`); 0: never asked.
+    pub writeback_step_bytes: u32,
 }
 
 /// 64 MiB: large enough that a segment's file operations are rare, small
@@ -25,6 +28,10 @@ pub const SEGMENT_MAX_BYTES_DEFAULT: u32 = 64 * 1024 * 1024;
 pub const MAX_RECORD_BYTES_DEFAULT: u32 = 128 * 1024 * 1024;
 /// 256 KiB of appends per write syscall.
 pub const WRITE_BUFFER_BYTES_DEFAULT: u32 = 256 * 1024;
+/// 4 MiB: 16 write buffers. Small enough that a step's writeback does not
+/// hold a log fsync back for long, large enough to be one fadvise call
+/// per some 16,000 bodies of 256 B.
+pub const WRITEBACK_STEP_BYTES_DEFAULT: u32 = 4 * 1024 * 1024;
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -32,6 +39,7 @@ impl Default for StoreOptions {
             segment_max_bytes: SEGMENT_MAX_BYTES_DEFAULT,
             max_record_bytes: MAX_RECORD_BYTES_DEFAULT,
             write_buffer_bytes: WRITE_BUFFER_BYTES_DEFAULT,
+            writeback_step_bytes: WRITEBACK_STEP_BYTES_DEFAULT,
         }
     }
 }

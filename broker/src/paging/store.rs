@@ -292,7 +292,11 @@ impl SegmentStore {
         self.next_seq = seq.checked_add(1).ok_or(StoreError::Exhausted {
             what: "segment numbers",
         })?;
-        let segment = Segment::create(seq, segment::segment_path(&self.dir, seq));
+        let segment = Segment::create(
+            seq,
+            segment::segment_path(&self.dir, seq),
+            self.options.writeback_step_bytes,
+        );
         let segment = self.poison_on_error(segment)?;
         self.dir_dirty = true;
         self.segments.insert(

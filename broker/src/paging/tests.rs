@@ -12,6 +12,7 @@ fn options() -> StoreOptions {
         segment_max_bytes: 1024,
         max_record_bytes: 4096,
         write_buffer_bytes: 256,
+        writeback_step_bytes: 512,
     }
 }
 

@@ -135,6 +135,11 @@ impl QuorumNode {
             // openraft's 300 entries per AppendEntries made one probe of a
             // lagging follower some 30 MB, held on both nodes at once.
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
+            // Each chunk of a snapshot transfer is held several times over
+            // while it crosses (read, postcard, the fabric's frame, on both
+            // nodes); at openraft's 3 MiB that put the leader of a 1M
+            // queue past 150 MiB while it streamed to a wiped follower.
+            snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
             ..openraft::Config::default()
         }
         .validate()
@@ -310,6 +315,7 @@ impl QuorumNode {
             queue_bytes: self.config.queue_resident_budget_bytes,
             store: StoreOptions {
                 segment_max_bytes: self.config.segment_max_bytes,
+                writeback_step_bytes: self.config.segment_writeback_step_bytes,
                 ..StoreOptions::default()
             },
         };
@@ -430,6 +436,8 @@ impl QuorumNode {
 const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 30_000;
 /// Log entries per AppendEntries at most (see `open`).
 const MAX_PAYLOAD_ENTRIES: u64 = 64;
+/// Bytes of one snapshot transfer chunk (see `open`).
+const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
 
 /// The members of a group without cluster metadata (a `QuorumNode` used
 /// on its own, or before `attach_metadata`): `replication_factor` nodes of

@@ -229,6 +229,14 @@ impl Gaps {
         self.longest = self.longest.max(gap);
         if gap > self.threshold {
             self.over += 1;
+            // When it ended, to find in the brokers' logs what held it.
+            let unix_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis());
+            eprintln!(
+                "depth: accept gap of {:.1} ms ended at unix ms {unix_ms} (after {count} accepted)",
+                gap.as_secs_f64() * 1000.0
+            );
         }
         self.last_at = now;
         self.last_count = count;
