@@ -31,6 +31,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzz_checks;
 mod group;
+mod purge_backlog;
 mod raft;
 mod record;
 mod stats;

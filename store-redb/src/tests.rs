@@ -425,3 +425,75 @@ async fn a_file_mostly_freed_by_a_purge_is_compacted() {
     assert_eq!(log_ids(&got), log_ids(&entries(1, 16 * 80..16 * 80 + 3)));
     assert_eq!(store.verify().unwrap().n_entries, 3);
 }
+
+/// Rows of `group` in the entries table with an index in `indexes`.
+fn rows(store: &LogStore, group: u64, indexes: std::ops::RangeInclusive<u64>) -> usize {
+    use redb::ReadableDatabase;
+    let db = store.db();
+    let txn = db.begin_read().unwrap();
+    let table = txn.open_table(crate::tables::ENTRIES).unwrap();
+    let range = (group, *indexes.start())..=(group, *indexes.end());
+    table.range(range).unwrap().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purged_rows_leave_in_steps_orphans_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
+    // 3,000 entries of 8 KiB (24 MiB: several steps by bytes) in group 1,
+    // and a neighbour group whose rows must all stay.
+    let body = "y".repeat(8 * 1024);
+    let big = |i: u64| Entry {
+        log_id: log_id(1, i),
+        payload: EntryPayload::Normal(format!("{i}{body}")),
+    };
+    let mut other: GroupLogStore<TestConfig> = store.group(2).unwrap();
+    let (flushed, on_flushed) = counter();
+    for chunk in 0..30u64 {
+        group
+            .append_with(
+                (chunk * 100..(chunk + 1) * 100).map(big).collect(),
+                on_flushed(),
+            )
+            .await
+            .unwrap();
+    }
+    other
+        .append_with(entries(1, 0..50), on_flushed())
+        .await
+        .unwrap();
+    wait_until(|| flushed.load(Ordering::SeqCst) == 31).await;
+
+    group.purge(log_id(1, 2_899)).await.unwrap();
+    // The purge is visible and durable at once, the rows go by themselves
+    // with nothing else written, and only the purged ones.
+    assert_eq!(
+        group.get_log_state().await.unwrap().last_purged_log_id,
+        Some(log_id(1, 2_899))
+    );
+    wait_until_within(Duration::from_secs(30), || rows(&store, 1, 0..=2_899) == 0).await;
+    assert_eq!(rows(&store, 1, 2_900..=2_999), 100);
+    assert_eq!(rows(&store, 2, 0..=u64::MAX), 50);
+    let kept = group.try_get_log_entries(2_900..3_000).await.unwrap();
+    assert_eq!(kept.len(), 100);
+    assert_eq!(kept[0].log_id, log_id(1, 2_900));
+
+    // Rows a crash left below the last purged index (the backlog of a
+    // writer that stopped) are taken by the group's next purge.
+    {
+        let db = store.db();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut table = txn.open_table(crate::tables::ENTRIES).unwrap();
+            for i in [3u64, 700, 2_000] {
+                table.insert((1, i), b"orphan".as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    assert_eq!(rows(&store, 1, 0..=2_899), 3);
+    group.purge(log_id(1, 2_949)).await.unwrap();
+    wait_until_within(Duration::from_secs(30), || rows(&store, 1, 0..=2_949) == 0).await;
+    assert_eq!(rows(&store, 1, 2_950..=2_999), 50);
+}

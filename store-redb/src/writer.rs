@@ -22,6 +22,10 @@
 //! next batch, so the batch size grows with load and an idle store commits
 //! one request at a time.
 //!
+//! A purge's commit writes only the group's last-purged id; the purged rows
+//! are deleted a bounded step per later commit (`purge_backlog.rs`), and a
+//! quiet writer with a backlog commits steps of it until it is empty.
+//!
 //! The writer also holds a read transaction of the last commit, so that the
 //! pages each commit frees are released inside the next commit instead of
 //! in a post-commit pass of redb (see [`Writer::repin`]).
@@ -46,6 +50,7 @@ use tokio::sync::mpsc;
 
 use crate::compact::{CompactionPolicy, SharedDb};
 use crate::error::Error;
+use crate::purge_backlog::PurgeBacklog;
 use crate::stats::{BatchStats, CommitTally};
 use crate::store::FailureWatch;
 use crate::tables::{MetaKind, ENTRIES, META};
@@ -119,6 +124,9 @@ pub(crate) struct Writer {
     /// A read transaction of the last commit, held until the next one
     /// begins: see [`Writer::repin`].
     pin: Option<ReadTransaction>,
+    /// Purged rows still in the file, deleted a step per commit
+    /// (`purge_backlog.rs`).
+    backlog: PurgeBacklog,
 }
 
 impl Writer {
@@ -144,6 +152,7 @@ impl Writer {
             failed: None,
             failure,
             pin: None,
+            backlog: PurgeBacklog::default(),
         };
         std::thread::Builder::new()
             .name("store-redb-writer".into())
@@ -153,17 +162,33 @@ impl Writer {
 
     fn run(mut self) {
         let mut batch: Vec<WriteRequest> = Vec::with_capacity(self.batch_requests_max);
-        while let Some(first) = self.requests.blocking_recv() {
-            batch.push(first);
+        loop {
+            // With purged rows left to delete, a quiet store commits steps
+            // of them instead of sleeping (an empty batch).
+            let first = if self.backlog.is_empty() || self.failed.is_some() {
+                self.requests.blocking_recv()
+            } else {
+                match self.requests.try_recv() {
+                    Ok(request) => Some(request),
+                    Err(mpsc::error::TryRecvError::Empty) => None,
+                    Err(mpsc::error::TryRecvError::Disconnected) => break,
+                }
+            };
+            match first {
+                Some(request) => batch.push(request),
+                None if self.backlog.is_empty() || self.failed.is_some() => break,
+                None => {}
+            }
             while batch.len() < self.batch_requests_max {
                 match self.requests.try_recv() {
                     Ok(request) => batch.push(request),
                     Err(_) => break,
                 }
             }
-            if batch
-                .iter()
-                .all(|request| matches!(request.op, WriteOp::Tick))
+            if !batch.is_empty()
+                && batch
+                    .iter()
+                    .all(|request| matches!(request.op, WriteOp::Tick))
             {
                 batch.clear();
                 // Compact only a store that has been quiet for a while, so
@@ -193,7 +218,10 @@ impl Writer {
         match self.commit(batch) {
             Ok(tally) => {
                 let took = started.elapsed();
-                self.stats.record_commit(tally, took);
+                // A commit of backlog rows alone is not a client's commit.
+                if !batch.is_empty() {
+                    self.stats.record_commit(tally, took);
+                }
                 if took >= SLOW_COMMIT {
                     // Every append of the batch (and of the batches queued
                     // behind it) waited this long: worth a line in the log.
@@ -272,8 +300,9 @@ impl Writer {
         }
     }
 
-    /// Applies `batch` in one write transaction and commits it durably.
-    fn commit(&self, batch: &[WriteRequest]) -> Result<CommitTally, Error> {
+    /// Applies `batch` in one write transaction, plus a step of the purge
+    /// backlog, and commits it durably.
+    fn commit(&mut self, batch: &[WriteRequest]) -> Result<CommitTally, Error> {
         let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
         let mut txn = db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
@@ -289,7 +318,11 @@ impl Writer {
                 meta: None,
             };
             for request in batch {
-                apply(&mut tables, &request.op, &mut tally)?;
+                apply(&mut tables, &request.op, &mut tally, &mut self.backlog)?;
+            }
+            if !self.backlog.is_empty() {
+                let step = self.backlog.step(tables.entries()?)?;
+                tally.records += step.rows;
             }
         }
         txn.commit()?;
@@ -325,7 +358,12 @@ impl<'t> Tables<'t> {
     }
 }
 
-fn apply(tables: &mut Tables<'_>, op: &WriteOp, tally: &mut CommitTally) -> Result<(), Error> {
+fn apply(
+    tables: &mut Tables<'_>,
+    op: &WriteOp,
+    tally: &mut CommitTally,
+    backlog: &mut PurgeBacklog,
+) -> Result<(), Error> {
     match op {
         WriteOp::Append {
             group_id,
@@ -374,21 +412,18 @@ fn apply(tables: &mut Tables<'_>, op: &WriteOp, tally: &mut CommitTally) -> Resu
             through,
             record,
         } => {
-            let mut n_deleted = 0u64;
-            tables
-                .entries()?
-                .retain_in((*group_id, 0)..=(*group_id, *through), |_, _| {
-                    n_deleted += 1;
-                    false
-                })?;
+            // The rows go a step per commit (`purge_backlog.rs`); this
+            // commit makes the purge durable.
+            backlog.add(*group_id, *through);
             tables
                 .meta()?
                 .insert(MetaKind::LastPurged.key(*group_id), record.as_slice())?;
-            tally.records += n_deleted + 1;
+            tally.records += 1;
             tally.bytes += record.len() as u64;
         }
         WriteOp::Tick => {}
         WriteOp::RemoveGroup { group_id } => {
+            backlog.forget(*group_id);
             let mut n_deleted = 0u64;
             tables
                 .entries()?
