@@ -16,6 +16,8 @@ fn small() -> StoreOptions {
         segment_max_bytes: 256,
         max_record_bytes: 1024,
         write_buffer_bytes: 64,
+        // Small, so that the writeback hint runs in these tests too.
+        writeback_step_bytes: 128,
     }
 }
 
@@ -480,6 +482,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
         segment_max_bytes: 512,
         max_record_bytes: 400,
         write_buffer_bytes: 128,
+        writeback_step_bytes: 256,
     };
     let mut store = SegmentStore::open(dir.path(), options).unwrap();
     let mut index = Index::new();

@@ -36,6 +36,10 @@ struct Args {
     /// Loopback round trips.
     #[arg(long, default_value_t = 5_000)]
     round_trips: usize,
+    /// Also probe three concurrent appends of this many bytes each (a redb
+    /// commit of a batch of publishes is some 68 KB); 0: not probed.
+    #[arg(long, default_value_t = 0)]
+    large_append_bytes: usize,
 }
 
 fn percentiles(h: &Histogram<u64>) -> serde_json::Value {
@@ -44,13 +48,15 @@ fn percentiles(h: &Histogram<u64>) -> serde_json::Value {
         "p50_us": h.value_at_quantile(0.5),
         "p90_us": h.value_at_quantile(0.9),
         "p99_us": h.value_at_quantile(0.99),
+        "p99_9_us": h.value_at_quantile(0.999),
         "max_us": h.max(),
+        "over_50ms": h.count_between(50_001, u64::MAX),
         "mean_us": (h.mean() * 10.0).round() / 10.0,
     })
 }
 
-/// `n` appends of 256 bytes to `path`, each followed by `fdatasync`.
-fn fsync_appends(path: &Path, n: usize) -> Result<Histogram<u64>> {
+/// `n` appends of `bytes` bytes to `path`, each followed by `fdatasync`.
+fn fsync_appends(path: &Path, n: usize, bytes: usize) -> Result<Histogram<u64>> {
     let mut file = OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -58,7 +64,7 @@ fn fsync_appends(path: &Path, n: usize) -> Result<Histogram<u64>> {
         .open(path)
         .with_context(|| format!("open {}", path.display()))?;
     let mut h = Histogram::<u64>::new(3)?;
-    let block = [7u8; 256];
+    let block = vec![7u8; bytes];
     for _ in 0..n {
         let started = Instant::now();
         file.write_all(&block)?;
@@ -71,11 +77,16 @@ fn fsync_appends(path: &Path, n: usize) -> Result<Histogram<u64>> {
 }
 
 /// [`fsync_appends`] on `threads` files at once; one merged histogram.
-fn concurrent_fsync_appends(dir: &Path, threads: usize, n: usize) -> Result<Histogram<u64>> {
+fn concurrent_fsync_appends(
+    dir: &Path,
+    threads: usize,
+    n: usize,
+    bytes: usize,
+) -> Result<Histogram<u64>> {
     let handles: Vec<_> = (0..threads)
         .map(|i| {
             let path = dir.join(format!("floor-probe-{i}"));
-            std::thread::spawn(move || fsync_appends(&path, n))
+            std::thread::spawn(move || fsync_appends(&path, n, bytes))
         })
         .collect();
     let mut merged = Histogram::<u64>::new(3)?;
@@ -124,15 +135,23 @@ async fn loopback_round_trips(n: usize) -> Result<Histogram<u64>> {
 async fn main() -> Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.dir).with_context(|| format!("create {}", args.dir.display()))?;
-    let one = fsync_appends(&args.dir.join("floor-probe"), args.fsyncs)?;
-    let three = concurrent_fsync_appends(&args.dir, 3, args.fsyncs)?;
+    let one = fsync_appends(&args.dir.join("floor-probe"), args.fsyncs, 256)?;
+    let three = concurrent_fsync_appends(&args.dir, 3, args.fsyncs, 256)?;
+    let large = match args.large_append_bytes {
+        0 => None,
+        bytes => Some(concurrent_fsync_appends(&args.dir, 3, args.fsyncs, bytes)?),
+    };
     let rtt = loopback_round_trips(args.round_trips).await?;
-    let out = json!({
+    let mut out = json!({
         "fsync_append_256b": percentiles(&one),
         "fsync_append_256b_3_concurrent": percentiles(&three),
         "loopback_rtt_256b": percentiles(&rtt),
         "method": "sequential write(256 B) + fdatasync, 1 thread on 1 file and 3 threads on 3 files; TCP_NODELAY echo of 256 B over 127.0.0.1 (tokio)",
     });
+    if let Some(h) = &large {
+        out["fsync_append_large_3_concurrent"] = percentiles(h);
+        out["large_append_bytes"] = json!(args.large_append_bytes);
+    }
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }
