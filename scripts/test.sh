@@ -18,9 +18,11 @@ cd "$repo_root"
 # Debian's interpreter on purpose: the python3 first on PATH may be another
 # one without the python3-qpid-proton package.
 python=/usr/bin/python3
-if ! "$python" -c 'import proton, pytest' 2>/dev/null; then
-    echo "scripts/test.sh: $python lacks qpid-proton or pytest;" \
-         "run: apt-get install -y python3-qpid-proton python3-pytest (or .ci/run)" >&2
+# What the Python suites and the fault tests need, from Debian's packages
+# (installed when missing, as root or through sudo).
+if ! scripts/test-deps.sh; then
+    echo "scripts/test.sh: could not install the test dependencies; as root:" \
+         "apt-get install -y python3-qpid-proton python3-pytest strace e2fsprogs mount" >&2
     exit 1
 fi
 
@@ -34,6 +36,12 @@ cargo fmt --all --check
 
 echo "==> cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+# The library crates' API docs, as docs.rs would build them (all features):
+# a broken or private intra-doc link fails the run.
+echo "==> cargo doc --no-deps (library crates, -D warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features \
+    -p ramqpd-broker -p ramqpd-fabric -p ramqpd-store-redb
 
 echo "==> cargo test --workspace"
 cargo test --workspace

@@ -147,7 +147,7 @@ pub fn describe(spec: &TargetSpec, address: &str) -> Value {
             (None, Some(n)) => json!(format!("own runtime, {n} worker thread(s)")),
         },
         "broker": match spec.url {
-            None => format!("ramqp-broker {} (in-process)", env!("CARGO_PKG_VERSION")),
+            None => format!("ramqpd-broker {} (in-process)", env!("CARGO_PKG_VERSION")),
             Some(_) => "external".to_string(),
         },
         "url": url,

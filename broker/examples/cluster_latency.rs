@@ -5,7 +5,7 @@
 //! node's log-store commits per publish and their mean time (fsync
 //! included), which splits the latency into disk and everything else.
 //!
-//! `cargo run --release -p ramqp-broker --example cluster_latency -- [samples] [blast]`
+//! `cargo run --release -p ramqpd-broker --example cluster_latency -- [samples] [blast]`
 //!
 //! Client: fe2o3-amqp, connected to the queue's leader. Prints one JSON
 //! object on stdout.
@@ -13,10 +13,10 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use broker::{BrokerConfig, Cluster};
 use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Connection, Sender, Session};
 use hdrhistogram::Histogram;
+use ramqpd_broker::{BrokerConfig, Cluster};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn percentiles(h: &Histogram<u64>) -> String {
@@ -136,7 +136,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .node(leader)
         .ok_or("leader")?
         .quorum()
-        .get(&broker::queue::QueueAddress::parse("/quorum/lat")?)
+        .get(&ramqpd_broker::queue::QueueAddress::parse("/quorum/lat")?)
         .ok_or("queue")?
         .leader();
     let url = format!("amqp://{}", cluster.addr(leader).ok_or("addr")?);

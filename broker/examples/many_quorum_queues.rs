@@ -1,12 +1,12 @@
 //! Bring up N quorum queues on a 3-node in-process cluster, check that
 //! each serves a publish, then measure the cluster's idle CPU:
-//! `cargo run --release -p ramqp-broker --example many_quorum_queues -- 1000`.
+//! `cargo run --release -p ramqpd-broker --example many_quorum_queues -- 1000`.
 
 use std::time::{Duration, Instant};
 
-use broker::queue::{Message, PublishConfirm, Queue, QueueEventKind, Sink};
-use broker::{BrokerConfig, Cluster};
 use bytes::Bytes;
+use ramqpd_broker::queue::{Message, PublishConfirm, Queue, QueueEventKind, Sink};
+use ramqpd_broker::{BrokerConfig, Cluster};
 
 /// CPU time (user + system) of this process so far, from /proc.
 fn cpu_time() -> Duration {
@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         match tokio::time::timeout(Duration::from_secs(30), events.recv()).await {
             Ok(Some(event)) => {
                 if let QueueEventKind::Published { outcome, .. } = event.kind {
-                    if outcome == broker::queue::Outcome::Accepted {
+                    if outcome == ramqpd_broker::queue::Outcome::Accepted {
                         accepted += 1;
                     }
                 }

@@ -1,12 +1,12 @@
 //! Publish straight into a single-node quorum queue (no AMQP client) with
 //! many publishes in flight, and report the rate and how many log entries
-//! each fsync carried: `cargo run --release -p ramqp-broker --example
+//! each fsync carried: `cargo run --release -p ramqpd-broker --example
 //! quorum_publish_rate -- 20000`.
 
 use std::time::Instant;
 
-use broker::queue::{Message, PublishConfirm, Queue, QueueEventKind, Sink};
 use bytes::Bytes;
+use ramqpd_broker::queue::{Message, PublishConfirm, Queue, QueueEventKind, Sink};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -14,7 +14,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
-    let broker = broker::Broker::start(broker::BrokerConfig::default()).await?;
+    let broker = ramqpd_broker::Broker::start(ramqpd_broker::BrokerConfig::default()).await?;
     let queue = broker.quorum().ensure("rate").await?;
     // An amqp-value section with a 250-byte binary body.
     let mut body = vec![0x00, 0x53, 0x77, 0xa0, 250];

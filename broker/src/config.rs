@@ -255,7 +255,7 @@ impl Default for QuorumConfig {
 
 /// The fabric: how the nodes of a cluster of separate processes reach each
 /// other. Without `fabric_listen` the node runs alone (or, embedded, over
-/// the in-process transport of [`crate::Cluster`]).
+/// the in-process transport of `Cluster`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {

@@ -7,7 +7,7 @@
 //! `codec`; `config`, `crash_point`, `lock_order` and `process`; `net` and `queue`; `engine`; `raft`; `quorum` and
 //! `meta`; `forward`; `admin`; `node`.
 //!
-//! Features: `test-cluster` adds [`Cluster`], several nodes in one process
+//! Features: `test-cluster` adds `Cluster`, several nodes in one process
 //! for tests.
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]

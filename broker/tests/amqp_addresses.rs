@@ -8,14 +8,19 @@
 
 mod common;
 
-use broker::codec::definitions::condition;
-use broker::codec::{Detach, Performative, Role};
 use common::*;
 use fe2o3_amqp::Sender;
+use ramqpd_broker::codec::definitions::condition;
+use ramqpd_broker::codec::{Detach, Performative, Role};
 
 /// Attach with `role` to `address` and expect the refusal with `condition`;
 /// answer the detach as a client does, then check the session still works.
-async fn refused_on_the_wire(broker: &broker::Broker, role: Role, address: &str, expected: &str) {
+async fn refused_on_the_wire(
+    broker: &ramqpd_broker::Broker,
+    role: Role,
+    address: &str,
+    expected: &str,
+) {
     let mut raw = Raw::connect(broker.local_addr()).await;
     raw.open().await;
     raw.begin(0).await;
@@ -108,7 +113,7 @@ async fn refusals_on_the_wire() {
 
 /// fe2o3 attaches a sender to `address` and is refused with a condition
 /// whose name contains `expected`; the same connection then still works.
-async fn fe2o3_refused(broker: &broker::Broker, address: &str, expected: &str) {
+async fn fe2o3_refused(broker: &ramqpd_broker::Broker, address: &str, expected: &str) {
     let mut connection = connect(broker, "refused").await;
     let mut refused = begin_session(&mut connection).await;
     let attached = step(

@@ -12,13 +12,13 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use broker::codec::definitions::condition;
-use broker::codec::frame::{AMQP_HEADER, SASL_HEADER};
-use broker::codec::{Close, DeliveryState, Detach, End, Flow, Performative};
 use common::*;
+use ramqpd_broker::codec::definitions::condition;
+use ramqpd_broker::codec::frame::{AMQP_HEADER, SASL_HEADER};
+use ramqpd_broker::codec::{Close, DeliveryState, Detach, End, Flow, Performative};
 
 /// A raw client that has opened a connection and begun session 0.
-async fn opened(broker: &broker::Broker) -> Raw {
+async fn opened(broker: &ramqpd_broker::Broker) -> Raw {
     let mut raw = Raw::connect(broker.local_addr()).await;
     raw.open().await;
     raw.begin(0).await;
@@ -26,14 +26,14 @@ async fn opened(broker: &broker::Broker) -> Raw {
 }
 
 /// After the bad client: the bystander and a fresh client still work.
-async fn others_unaffected(broker: &broker::Broker, bystander: &mut Bystander, queue: &str) {
+async fn others_unaffected(broker: &ramqpd_broker::Broker, bystander: &mut Bystander, queue: &str) {
     bystander.check().await;
     assert_serves(broker, queue).await;
 }
 
 /// Bytes that are not an AMQP protocol header get the broker's (SASL)
 /// header back, then EOF.
-async fn refused_header(broker: &broker::Broker, bytes: &[u8]) {
+async fn refused_header(broker: &ramqpd_broker::Broker, bytes: &[u8]) {
     let mut raw = Raw::connect(broker.local_addr()).await;
     raw.write_lenient(bytes).await;
     let header = raw.read_bytes(8).await;
@@ -81,7 +81,9 @@ async fn wrong_protocol_headers_get_our_header_and_a_closed_socket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_frame_closes_with_framing_error() {
     let broker = start().await;
-    let max = broker::BrokerConfig::default().limits.max_frame_size_bytes;
+    let max = ramqpd_broker::BrokerConfig::default()
+        .limits
+        .max_frame_size_bytes;
     let mut bystander = Bystander::connect(&broker, "oversized").await;
     let mut raw = Raw::connect(broker.local_addr()).await;
     let theirs = raw.open().await;
@@ -161,7 +163,7 @@ async fn performative_on_a_channel_never_begun_closes_with_illegal_state() {
     let broker = start().await;
     let mut bystander = Bystander::connect(&broker, "no-session").await;
     let performatives = [
-        Performative::Attach(Box::new(attach(0, broker::codec::Role::Sender, "x"))),
+        Performative::Attach(Box::new(attach(0, ramqpd_broker::codec::Role::Sender, "x"))),
         Performative::Flow(credit_flow(0, 0, 10, false)),
         Performative::Transfer(transfer(0, 0, false)),
         Performative::Detach(Detach {

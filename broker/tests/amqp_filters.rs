@@ -8,12 +8,12 @@
 
 mod common;
 
-use broker::codec::{Descriptor, Performative, Role, Symbol, Value};
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::link::ReceiverAttachError;
 use fe2o3_amqp::types::messaging::{DistributionMode, Source as FeSource};
 use fe2o3_amqp::Receiver;
+use ramqpd_broker::codec::{Descriptor, Performative, Role, Symbol, Value};
 
 /// The selector filter's key and descriptor as JMS clients send them
 /// (Qpid Proton's `Selector`, Qpid JMS).

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::codec::{Flow, Performative};
 use common::*;
+use ramqpd_broker::codec::{Flow, Performative};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumer_gets_at_most_its_credit() {

@@ -7,9 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use broker::codec::frame::AMQP_HEADER;
-use broker::codec::{Performative, SaslCode};
 use common::*;
+use ramqpd_broker::codec::frame::AMQP_HEADER;
+use ramqpd_broker::codec::{Performative, SaslCode};
 
 /// After our AMQP header, the broker's must arrive without us sending
 /// anything else; then open is answered.

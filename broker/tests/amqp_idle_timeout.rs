@@ -9,12 +9,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use broker::codec::definitions::condition;
-use broker::codec::frame::encode_empty_frame;
-use broker::codec::{Frame, FrameBody};
 use bytes::BytesMut;
 use common::*;
 use fe2o3_amqp::Connection;
+use ramqpd_broker::codec::definitions::condition;
+use ramqpd_broker::codec::frame::encode_empty_frame;
+use ramqpd_broker::codec::{Frame, FrameBody};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_heartbeats_a_client_that_asks_for_it() {

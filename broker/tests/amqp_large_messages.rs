@@ -10,14 +10,14 @@ mod common;
 
 use std::time::Duration;
 
-use broker::codec::definitions::condition;
-use broker::codec::{DeliveryState, Detach, Performative, Transfer, Value};
 use bytes::Bytes;
 use common::*;
 use fe2o3_amqp::link::SendError;
 use fe2o3_amqp::types::messaging::{Data, Message};
 use fe2o3_amqp::types::primitives::Binary;
 use fe2o3_amqp::Connection;
+use ramqpd_broker::codec::definitions::condition;
+use ramqpd_broker::codec::{DeliveryState, Detach, Performative, Transfer, Value};
 
 fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 31 % 251) as u8).collect()
@@ -176,7 +176,7 @@ async fn answer_detach(raw: &mut Raw, handle: u32) {
 
 /// The connection and session carry on after a link was detached: a new
 /// link publishes fine, and nothing oversized was queued.
-async fn still_publishes(raw: &mut Raw, broker: &broker::Broker, handle: u32) {
+async fn still_publishes(raw: &mut Raw, broker: &ramqpd_broker::Broker, handle: u32) {
     raw.attach_publisher(0, handle, "mms").await;
     let small = text_message("fits");
     let disposition = raw.publish(0, handle, 100, &small).await;

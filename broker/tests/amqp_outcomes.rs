@@ -13,11 +13,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use broker::codec::Performative;
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::messaging::{Header, Message, Modified, Properties};
 use fe2o3_amqp::Receiver;
+use ramqpd_broker::codec::Performative;
 
 fn modified(delivery_failed: bool, undeliverable_here: bool) -> Modified {
     Modified {
@@ -319,7 +319,7 @@ async fn competing_consumers_share_the_queue() {
 }
 
 /// Publish `n` numbered messages to `queue` on a fresh connection.
-async fn publish(broker: &broker::Broker, queue: &str, n: usize) {
+async fn publish(broker: &ramqpd_broker::Broker, queue: &str, n: usize) {
     let mut connection = connect(broker, &format!("pub-{queue}")).await;
     let mut session = begin_session(&mut connection).await;
     let mut tx = attach_sender(&mut session, "tx", queue).await;
@@ -338,7 +338,7 @@ async fn take_unsettled(rx: &mut Receiver, n: usize) {
 }
 
 /// A new consumer gets all `n` messages, in order, with delivery-count 0.
-async fn expect_all_redelivered(broker: &broker::Broker, queue: &str, n: usize) {
+async fn expect_all_redelivered(broker: &ramqpd_broker::Broker, queue: &str, n: usize) {
     eventually(
         Duration::from_secs(5),
         "nothing left out with a consumer",

@@ -9,13 +9,13 @@ mod common;
 
 use std::time::Duration;
 
-use broker::codec::SaslCode;
-use broker::config::User;
-use broker::BrokerConfig;
 use common::*;
 use fe2o3_amqp::connection::OpenError;
 use fe2o3_amqp::sasl_profile::SaslProfile;
 use fe2o3_amqp::Connection;
+use ramqpd_broker::codec::SaslCode;
+use ramqpd_broker::config::User;
+use ramqpd_broker::BrokerConfig;
 
 fn users_only(config: &mut BrokerConfig) {
     config.sasl.allow_anonymous = false;
@@ -26,7 +26,7 @@ fn users_only(config: &mut BrokerConfig) {
 }
 
 async fn open_with_profile(
-    broker: &broker::Broker,
+    broker: &ramqpd_broker::Broker,
     profile: Option<SaslProfile>,
 ) -> Result<Conn, OpenError> {
     let builder = Connection::builder().container_id("sasl-client");
@@ -159,8 +159,11 @@ async fn anonymous_refused_when_disabled() {
 
     // A plain AMQP header gets the SASL header back, then the socket closes.
     let mut raw = Raw::connect(broker.local_addr()).await;
-    raw.write(&broker::codec::frame::AMQP_HEADER).await;
-    assert_eq!(raw.read_bytes(8).await, broker::codec::frame::SASL_HEADER);
+    raw.write(&ramqpd_broker::codec::frame::AMQP_HEADER).await;
+    assert_eq!(
+        raw.read_bytes(8).await,
+        ramqpd_broker::codec::frame::SASL_HEADER
+    );
     raw.expect_eof().await;
     stop(broker).await;
 }

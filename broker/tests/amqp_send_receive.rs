@@ -9,7 +9,6 @@ mod common;
 
 use std::time::Duration;
 
-use broker::codec::{DeliveryState, Disposition, Performative, Role, Value};
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::definitions::SenderSettleMode;
@@ -20,6 +19,7 @@ use fe2o3_amqp::types::primitives::{
     Binary, OrderedMap, SimpleValue, Symbol, Timestamp, Value as FeValue,
 };
 use fe2o3_amqp::{Receiver, Sender};
+use ramqpd_broker::codec::{DeliveryState, Disposition, Performative, Role, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsettled_send_is_accepted_and_queued() {

@@ -7,9 +7,9 @@
 
 mod common;
 
-use broker::codec::definitions::condition;
-use broker::codec::{DeliveryState, Detach, Performative, Role, Target, TargetKind};
 use common::*;
+use ramqpd_broker::codec::definitions::condition;
+use ramqpd_broker::codec::{DeliveryState, Detach, Performative, Role, Target, TargetKind};
 
 #[tokio::test]
 async fn coordinator_link_is_refused_alone() {

@@ -2,13 +2,13 @@
 //! sizes and counts, absurd nesting, bad text and bad frame headers must be
 //! clean errors — never a panic, never an allocation sized by the lie.
 
-use broker::codec::frame::{decode_frame, encode_amqp_frame, encode_sasl_frame};
-use broker::codec::value::NESTING_DEPTH_MAX;
-use broker::codec::{
+use bytes::{Bytes, BytesMut};
+use ramqpd_broker::codec::frame::{decode_frame, encode_amqp_frame, encode_sasl_frame};
+use ramqpd_broker::codec::value::NESTING_DEPTH_MAX;
+use ramqpd_broker::codec::{
     CodecError, FrameBody, MessageView, Performative, SaslFrame, SaslMechanisms, Symbol, Transfer,
     Value,
 };
-use bytes::{Bytes, BytesMut};
 
 fn value(bytes: &[u8]) -> Result<Value, CodecError> {
     Value::decode(&mut Bytes::copy_from_slice(bytes))
@@ -22,7 +22,7 @@ fn scan(bytes: &[u8]) -> Result<MessageView, CodecError> {
     MessageView::scan(&Bytes::copy_from_slice(bytes))
 }
 
-fn frame(bytes: &[u8], max: u32) -> Result<Option<broker::codec::Frame>, CodecError> {
+fn frame(bytes: &[u8], max: u32) -> Result<Option<ramqpd_broker::codec::Frame>, CodecError> {
     decode_frame(&mut BytesMut::from(bytes), max)
 }
 
@@ -378,13 +378,14 @@ fn short_encoding_of_many_nulls_still_decodes() {
     let input = [
         0x00, 0x44, 0x00, 0x44, 0x00, 0x44, 0xe0, 0x02, 0x0e, 0x40, 0x10, 0x00, 0x00, 0xff,
     ];
-    let state = broker::codec::DeliveryState::decode(&mut Bytes::copy_from_slice(&input)).unwrap();
+    let state =
+        ramqpd_broker::codec::DeliveryState::decode(&mut Bytes::copy_from_slice(&input)).unwrap();
     let mut out = BytesMut::new();
     state.encode(&mut out);
     assert_eq!(&out[..], &input[..10]);
     let mut again = out.freeze();
     assert_eq!(
-        broker::codec::DeliveryState::decode(&mut again).unwrap(),
+        ramqpd_broker::codec::DeliveryState::decode(&mut again).unwrap(),
         state
     );
 }

@@ -2,13 +2,13 @@
 //! encode/decode round trip, and no decoder panics on arbitrary bytes or on
 //! valid encodings with bytes flipped, cut or inserted.
 
-use broker::codec::frame::{decode_frame, encode_amqp_frame};
-use broker::codec::{
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+use ramqpd_broker::codec::frame::{decode_frame, encode_amqp_frame};
+use ramqpd_broker::codec::{
     Array, DeliveryState, Descriptor, Disposition, Error, Flow, MessageView, Performative,
     ReceiverSettleMode, Role, SaslFrame, Symbol, Transfer, Value,
 };
-use bytes::{Bytes, BytesMut};
-use proptest::prelude::*;
 
 fn symbol() -> impl Strategy<Value = Symbol> {
     prop_oneof![

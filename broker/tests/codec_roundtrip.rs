@@ -4,16 +4,16 @@
 //! field can take that matter to the encoding (absent, default, small,
 //! large, empty, multiple).
 
-use broker::codec::frame::{
+use bytes::{Bytes, BytesMut};
+use ramqpd_broker::codec::frame::{
     amqp_frame_overhead, decode_frame, encode_amqp_frame, encode_sasl_frame,
 };
-use broker::codec::{
+use ramqpd_broker::codec::{
     Attach, Begin, Close, DeliveryState, Descriptor, Detach, Disposition, End, Error, Fields, Flow,
     Frame, FrameBody, Header, Open, Performative, ReceiverSettleMode, Role, SaslCode, SaslFrame,
     SaslInit, SaslMechanisms, SaslOutcome, SenderSettleMode, Source, Symbol, Target, TargetKind,
     Transfer, Value,
 };
-use bytes::{Bytes, BytesMut};
 
 fn sym(s: &str) -> Symbol {
     Symbol::from(s)
@@ -436,7 +436,7 @@ fn sasl_frames() -> Vec<SaslFrame> {
 fn roundtrip<T: PartialEq + std::fmt::Debug>(
     value: &T,
     encode: impl Fn(&T, &mut BytesMut),
-    decode: impl Fn(&mut Bytes) -> Result<T, broker::codec::CodecError>,
+    decode: impl Fn(&mut Bytes) -> Result<T, ramqpd_broker::codec::CodecError>,
 ) {
     let mut out = BytesMut::new();
     encode(value, &mut out);
@@ -564,7 +564,7 @@ fn headers_roundtrip() {
         h.encode(&mut out);
         let len = out.len();
         out.extend_from_slice(&[0x00, 0x53, 0x75, 0xa0, 0x02, b'h', b'i']);
-        let view = broker::codec::MessageView::scan(&out.freeze()).unwrap();
+        let view = ramqpd_broker::codec::MessageView::scan(&out.freeze()).unwrap();
         assert_eq!(view.header.as_ref(), Some(h));
         assert_eq!(view.header_len, len);
         assert_eq!(view.n_sections, 2);

@@ -4,13 +4,13 @@
 //! where an array is allowed), and golden encodings of a few performatives
 //! so that a change in what we put on the wire is noticed.
 
-use broker::codec::frame::{decode_frame, encode_amqp_frame};
-use broker::codec::{
+use bytes::{Bytes, BytesMut};
+use ramqpd_broker::codec::frame::{decode_frame, encode_amqp_frame};
+use ramqpd_broker::codec::{
     Array, Attach, Begin, Close, CodecError, DeliveryState, Descriptor, Detach, Disposition, Error,
     Flow, FrameBody, Header, Open, Performative, ReceiverSettleMode, Role, SaslFrame,
     SenderSettleMode, Source, Symbol, Transfer, Value,
 };
-use bytes::{Bytes, BytesMut};
 
 // The coordinator tests live beside this file and share its helpers.
 #[path = "codec_spec_bytes/coordinator.rs"]

@@ -9,8 +9,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use broker::codec::definitions::condition;
 use common::*;
+use ramqpd_broker::codec::definitions::condition;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_brokers_serve_independently() {

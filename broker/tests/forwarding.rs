@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::{BrokerConfig, Cluster};
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Receiver, Sender};
+use ramqpd_broker::{BrokerConfig, Cluster};
 
 fn config() -> BrokerConfig {
     let mut base = BrokerConfig::default();
@@ -281,7 +281,7 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
             // broker ends the session with `unattached-handle` as the spec
             // asks, and fe2o3's send may never resolve. Not accepted
             // either way, which is what this test is about. Frame traces:
-            // `RAMQP_TEST_LOG=broker::engine=trace`.
+            // `RAMQP_TEST_LOG=ramqpd_broker::engine=trace`.
             Err(_) => {
                 outcomes.push("no outcome (link closed)".to_string());
                 break;

@@ -20,12 +20,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use broker::net::{
+use common::*;
+use ramqpd_broker::net::{
     CallFuture, Envelope, LocalTransport, NodeHandler, NodeId, NodeTransport, TransportError,
 };
-use broker::queue::QueueAddress;
-use broker::{Broker, BrokerConfig};
-use common::*;
+use ramqpd_broker::queue::QueueAddress;
+use ramqpd_broker::{Broker, BrokerConfig};
 
 /// What happens to traffic from one node to another.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Replays every checked-in fuzz input of the targets whose checks live in
 //! this crate (`fuzz/corpus/<target>/` and `fuzz/seeds/<target>/`) through
-//! `broker::fuzz_checks`, the very code the cargo-fuzz targets run, on the
+//! `ramqpd_broker::fuzz_checks`, the very code the cargo-fuzz targets run, on the
 //! stable toolchain. A decoder change that makes a once-fine input panic or
 //! fail its round-trip check fails this test, naming the file. The seeds
 //! the real writers make (`fuzz_checks::seeds`) are replayed too; with
@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use broker::fuzz_checks::{seeds, TARGETS};
 use common::workspace_root;
+use ramqpd_broker::fuzz_checks::{seeds, TARGETS};
 
 /// Targets in `fuzz/Cargo.toml` whose check lives in another crate.
 const ELSEWHERE: &[&str] = &["fabric_batch"];
@@ -114,7 +114,7 @@ fn the_check_table_names_every_fuzz_target() {
         .collect();
     assert_eq!(
         on_disk, known,
-        "fuzz/fuzz_targets and broker::fuzz_checks::TARGETS (plus targets checked \
+        "fuzz/fuzz_targets and ramqpd_broker::fuzz_checks::TARGETS (plus targets checked \
          elsewhere) must name the same targets, so every corpus is replayed"
     );
 }

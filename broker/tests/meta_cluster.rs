@@ -23,9 +23,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use broker::meta::{MetaError, MetaOptions, Metadata, NodeInfo, QueueInfo};
-use broker::net::{CallFuture, Envelope, LocalTransport, NodeHandler, NodeId, NodeTransport};
 use common::*;
+use ramqpd_broker::meta::{MetaError, MetaOptions, Metadata, NodeInfo, QueueInfo};
+use ramqpd_broker::net::{
+    CallFuture, Envelope, LocalTransport, NodeHandler, NodeId, NodeTransport,
+};
 use store_redb::{LogStore, LogStoreOptions};
 
 /// Bound for one cluster-level step (elections, catch-up) on a loaded

@@ -8,8 +8,10 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use broker::paging::{Location, RecordError, ScanTail, SegmentStore, StoreError, StoreOptions};
 use proptest::prelude::*;
+use ramqpd_broker::paging::{
+    Location, RecordError, ScanTail, SegmentStore, StoreError, StoreOptions,
+};
 
 fn small() -> StoreOptions {
     StoreOptions {

@@ -9,11 +9,11 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use broker::queue::QueueAddress;
-use broker::{Broker, BrokerConfig};
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::Receiver;
+use ramqpd_broker::queue::QueueAddress;
+use ramqpd_broker::{Broker, BrokerConfig};
 
 fn config(dir: &Path) -> BrokerConfig {
     let mut config = BrokerConfig {

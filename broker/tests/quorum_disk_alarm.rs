@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::{Broker, BrokerConfig};
 use common::*;
 use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::Sender;
+use ramqpd_broker::{Broker, BrokerConfig};
 
 /// A 96 MiB ext4 file system mounted for the test; unmounted on drop.
 struct SmallDisk {

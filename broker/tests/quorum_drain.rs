@@ -4,8 +4,8 @@
 
 mod common;
 
-use broker::codec::{Performative, Role};
 use common::*;
+use ramqpd_broker::codec::{Performative, Role};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_covers_its_whole_credit_past_the_window() {

@@ -23,12 +23,12 @@ mod common;
 
 use std::time::Duration;
 
-use broker::queue::{Queue, QueueAddress};
-use broker::BrokerConfig;
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::messaging::{Header, Message};
 use fe2o3_amqp::{Receiver, Sender};
+use ramqpd_broker::queue::{Queue, QueueAddress};
+use ramqpd_broker::BrokerConfig;
 
 const QUEUE: &str = "/quorum/first";
 /// Restarts tried: the race is lost about one time in ten here, with the

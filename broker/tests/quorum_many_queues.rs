@@ -6,11 +6,11 @@ mod common;
 
 use std::time::Duration;
 
-use broker::queue::{Message, Outcome, PublishConfirm, Queue, QueueEventKind, Sink};
-use broker::{BrokerConfig, Cluster};
 use bytes::Bytes;
 use common::*;
 use fe2o3_amqp::{Connection, Receiver, Sender};
+use ramqpd_broker::queue::{Message, Outcome, PublishConfirm, Queue, QueueEventKind, Sink};
+use ramqpd_broker::{BrokerConfig, Cluster};
 
 const N_QUEUES: usize = 1000;
 

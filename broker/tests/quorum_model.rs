@@ -17,7 +17,7 @@
 //! model's), and at the end everything is drained and a restart must
 //! bring nothing back.
 //!
-//! `PROPTEST_CASES=200 cargo test -p ramqp-broker --test quorum_model`
+//! `PROPTEST_CASES=200 cargo test -p ramqpd-broker --test quorum_model`
 //! runs a longer search.
 
 mod common;
@@ -27,8 +27,6 @@ mod model;
 use std::path::Path;
 use std::time::Duration;
 
-use broker::queue::{Queue, QueueAddress};
-use broker::BrokerConfig;
 use common::*;
 use fe2o3_amqp::link::delivery::Delivery;
 use fe2o3_amqp::link::receiver::CreditMode;
@@ -36,6 +34,8 @@ use fe2o3_amqp::types::messaging::{AmqpValue, Header, Message, Modified};
 use fe2o3_amqp::{Receiver, Sender};
 use model::{check_delivery, Expected, Model, Settle};
 use proptest::prelude::*;
+use ramqpd_broker::queue::{Queue, QueueAddress};
+use ramqpd_broker::BrokerConfig;
 
 const QUEUE: &str = "/quorum/model";
 /// A segment file rolls past this: the smallest the broker allows, so a

@@ -8,10 +8,10 @@ mod common;
 
 use std::time::Duration;
 
-use broker::queue::{Queue, QueueAddress};
-use broker::{Broker, BrokerConfig, Cluster};
 use common::*;
 use fe2o3_amqp::Receiver;
+use ramqpd_broker::queue::{Queue, QueueAddress};
+use ramqpd_broker::{Broker, BrokerConfig, Cluster};
 
 /// A config that pages nearly everything and snapshots often.
 fn paging_config(config: &mut BrokerConfig) {

@@ -1,5 +1,5 @@
 //! Quorum queues placed by the cluster metadata, on in-process clusters
-//! (`broker::Cluster`, metadata group included): leaders spread over the
+//! (`ramqpd_broker::Cluster`, metadata group included): leaders spread over the
 //! nodes; leadership moved to a named node and handed off on a graceful
 //! stop under a running publisher and consumer (nothing lost, pause
 //! printed); a replica set changed through the metadata (a node removed)
@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use broker::queue::QueueAddress;
-use broker::{BrokerConfig, Cluster};
 use common::*;
+use ramqpd_broker::queue::QueueAddress;
+use ramqpd_broker::{BrokerConfig, Cluster};
 
 fn config() -> BrokerConfig {
     let mut base = BrokerConfig::default();

@@ -7,10 +7,10 @@ mod common;
 
 use std::time::Duration;
 
-use broker::{Broker, BrokerConfig, Cluster};
 use common::*;
 use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Connection, Receiver, Sender};
+use ramqpd_broker::{Broker, BrokerConfig, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn single_node_recovers_accepted_and_unsettled_messages_after_restart() {
@@ -320,12 +320,12 @@ async fn snapshots_restore_a_restarted_node_and_catch_up_a_lagging_follower() {
     // The lagging follower comes back; the entries it missed are purged on
     // the leader, so it can only catch up from a snapshot (with bodies).
     cluster.restart(lagging).await.unwrap();
-    let address = broker::queue::QueueAddress::parse("/quorum/snap").unwrap();
+    let address = ramqpd_broker::queue::QueueAddress::parse("/quorum/snap").unwrap();
     eventually(Duration::from_secs(20), "the follower catches up", || {
         cluster
             .node(lagging)
             .and_then(|n| n.quorum().get(&address))
-            .map(|q| broker::queue::Queue::stats(q.as_ref()).ready)
+            .map(|q| ramqpd_broker::queue::Queue::stats(q.as_ref()).ready)
             == Some(200)
     })
     .await;
@@ -351,7 +351,7 @@ async fn a_busy_queue_snapshots_and_purges_its_log_by_size() {
     base.quorum.snapshot_min_log_bytes = 4 * 1024;
     base.quorum.log_entries_kept_after_snapshot = 5;
     let mut cluster = Cluster::start(3, base).await.unwrap();
-    let address = broker::queue::QueueAddress::parse("/quorum/sized").unwrap();
+    let address = ramqpd_broker::queue::QueueAddress::parse("/quorum/sized").unwrap();
 
     // Closed-loop publishes (one entry each, tens of bytes), all consumed:
     // the log grows while the queue stays shallow.

@@ -21,11 +21,11 @@ mod common;
 
 use std::time::Duration;
 
-use broker::queue::{Queue, QueueAddress};
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::messaging::Message;
 use fe2o3_amqp::{Receiver, Sender};
+use ramqpd_broker::queue::{Queue, QueueAddress};
 
 const QUEUE: &str = "/quorum/window";
 

@@ -2,15 +2,15 @@
 //! process: p50/p99 of one small call at a time, then of 1,000 concurrent
 //! calls (with the throughput), then one-way send throughput.
 //!
-//! `cargo run --release -p ramqp-fabric --example rtt`
+//! `cargo run --release -p ramqpd-fabric --example rtt`
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fabric::{BoxFuture, CallError, Envelope, Fabric, FabricConfig, Handler, NodeId};
 use hdrhistogram::Histogram;
+use ramqpd_fabric::{BoxFuture, CallError, Envelope, Fabric, FabricConfig, Handler, NodeId};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 

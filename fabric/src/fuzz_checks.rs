@@ -1,6 +1,6 @@
 //! The check the `fabric_batch` fuzz target (and the corpus replay test)
 //! runs on the one decoder of bytes from the network in this crate: the
-//! prost decoding of a [`Batch`] off the `Exchange` stream (tonic's codec
+//! prost decoding of a `Batch` off the `Exchange` stream (tonic's codec
 //! calls the same `Message::decode`). Pub for the fuzz targets. A failed
 //! check panics: that is what libFuzzer reports.
 //!
@@ -12,7 +12,7 @@ use crate::proto::{Batch, Frame, Op};
 
 /// Decode `data` as a `Batch`. What decodes must re-encode into bytes that
 /// decode to the same batch; the batcher's size accounting
-/// ([`Frame::batch_size`]) must add up to the re-encoding's length; and
+/// (`Frame::batch_size`) must add up to the re-encoding's length; and
 /// every frame must survive the trip to an [`crate::Envelope`] and back
 /// (what the reader hands the layer above is what was on the wire).
 pub fn batch(data: &[u8]) {

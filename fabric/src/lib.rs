@@ -1,4 +1,4 @@
-//! `ramqp-fabric`: the inter-node gRPC fabric.
+//! `ramqpd-fabric`: the inter-node gRPC fabric.
 //!
 //! Generic infrastructure that carries opaque byte [`Envelope`]s between
 //! numbered nodes. It knows nothing of queues, AMQP or Raft: the broker puts an

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::*;
-use fabric::{CallError, Envelope};
+use ramqpd_fabric::{CallError, Envelope};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn down_peer_fails_fast_and_restarted_peer_is_reached_again() {
@@ -253,7 +253,7 @@ trait TapListen {
     fn tap_listen(self, addr: std::net::SocketAddr) -> Self;
 }
 
-impl TapListen for fabric::FabricConfig {
+impl TapListen for ramqpd_fabric::FabricConfig {
     fn tap_listen(mut self, addr: std::net::SocketAddr) -> Self {
         self.listen = addr;
         self

@@ -1,6 +1,6 @@
 //! Replays every checked-in input of the `fabric_batch` fuzz target
 //! (`fuzz/corpus/fabric_batch/`, `fuzz/seeds/fabric_batch/`) and the
-//! batches the real encoder makes through `fabric::fuzz_checks::batch`,
+//! batches the real encoder makes through `ramqpd_fabric::fuzz_checks::batch`,
 //! the very check the cargo-fuzz target runs, on the stable toolchain. A
 //! change to the wire format or its decoding that breaks a once-fine input
 //! fails here, naming the file. With `RAMQP_WRITE_FUZZ_SEEDS=1` the encoder's
@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use fabric::fuzz_checks::{batch, seeds};
+use ramqpd_fabric::fuzz_checks::{batch, seeds};
 
 const TARGET: &str = "fabric_batch";
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use fabric::{CallError, Client, ClientConfig, Envelope, FabricError, LinkState};
+use ramqpd_fabric::{CallError, Client, ClientConfig, Envelope, FabricError, LinkState};
 use tokio::task::JoinSet;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

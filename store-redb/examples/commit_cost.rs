@@ -9,7 +9,7 @@
 //! counts and take the difference, so that start-up cancels out:
 //!
 //! ```text
-//! cargo build --release -p ramqp-store-redb --example commit_cost
+//! cargo build --release -p ramqpd-store-redb --example commit_cost
 //! valgrind --tool=callgrind --callgrind-out-file=cg.%p \
 //!     target/release/examples/commit_cost --appends 2000
 //! valgrind --tool=callgrind ... --appends 12000
@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
-use store_redb::{LogStore, LogStoreOptions};
+use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(TypeConfig);
 

@@ -4,7 +4,7 @@
 //! per commit (per fsync) and append-to-flushed latency.
 //!
 //! ```text
-//! cargo run --release -p ramqp-store-redb --example group_commit_bench -- \
+//! cargo run --release -p ramqpd-store-redb --example group_commit_bench -- \
 //!     [--groups 1,64] [--seconds 5] [--payload-bytes 256] [--dir PATH]
 //! ```
 //!
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use openraft::storage::RaftLogStorageExt;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
-use store_redb::{LogStore, LogStoreOptions};
+use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(TypeConfig);
 

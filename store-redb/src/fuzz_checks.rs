@@ -1,5 +1,5 @@
 //! The check the `store_record` fuzz target (and the corpus replay test)
-//! runs on [`crate::record`]'s decoder, the one every value read from the
+//! runs on `record`'s decoder, the one every value read from the
 //! redb file goes through; pub for the fuzz targets, which live in the
 //! broker's fuzz workspace and pick the payload types (log entries of
 //! every group, votes, log ids). A failed check panics: that is what

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{AnyError, StorageError, StorageIOError};
-use store_redb::{GroupLogStore, LogStore, LogStoreOptions};
+use ramqpd_store_redb::{GroupLogStore, LogStore, LogStoreOptions};
 
 use common::{MemStateMachine, NodeId, TypeConfig};
 

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader, Vote};
+use ramqpd_store_redb::{Error, LogStore, LogStoreOptions, MetaKind, RecordKey};
 use redb::{Database, ReadableTable, TableDefinition};
-use store_redb::{Error, LogStore, LogStoreOptions, MetaKind, RecordKey};
 
 openraft::declare_raft_types!(TypeConfig);
 

@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader};
 use payload::payload;
-use store_redb::{LogStore, LogStoreOptions};
+use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(TypeConfig);
 

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use openraft::storage::RaftLogStorage;
 use openraft::Vote;
+use ramqpd_store_redb::{LogStore, LogStoreOptions};
 use redb::backends::InMemoryBackend;
 use redb::StorageBackend;
-use store_redb::{LogStore, LogStoreOptions};
 
 mod common;
 

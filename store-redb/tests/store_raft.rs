@@ -19,7 +19,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, Config, Raft, ServerState};
-use store_redb::{LogStore, LogStoreOptions};
+use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 const NODE: NodeId = 1;
 const N_GROUPS: u64 = 4;

@@ -19,7 +19,7 @@ pub enum SettleKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Command {
     /// Published messages, each the whole encoded message as received.
-    /// The i-th gets message id [`message_id`]`(entry index, i)`. Many
+    /// The i-th gets message id `message_id(entry index, i)`. Many
     /// publishes share one entry, so they share one fsync (openraft 0.9
     /// flushes one append at a time per group).
     Enqueue {

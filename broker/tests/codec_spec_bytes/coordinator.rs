@@ -3,8 +3,8 @@
 //! be a decode error that closed the whole connection; now it decodes (and
 //! the engine refuses that link alone, see `amqp_transactions.rs`).
 
-use broker::codec::{CodecError, Performative, Symbol, Target, TargetKind};
 use bytes::BytesMut;
+use ramqpd_broker::codec::{CodecError, Performative, Symbol, Target, TargetKind};
 
 use super::{decode_perf, list8};
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use broker::{Broker, BrokerConfig};
+use ramqpd_broker::{Broker, BrokerConfig};
 
 use super::wait::{step, within};
 

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use broker::Broker;
 use fe2o3_amqp::connection::ConnectionHandle;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp::types::messaging::{Body, Message};
 use fe2o3_amqp::types::primitives::Value as FeValue;
 use fe2o3_amqp::{Connection, Receiver, Sender, Session};
+use ramqpd_broker::Broker;
 
 use super::wait::{step, within};
 

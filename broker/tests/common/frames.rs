@@ -2,11 +2,11 @@
 //! `attach`, flows and transfers with permissive defaults, and encoded
 //! message sections.
 
-use broker::codec::{
+use bytes::{Bytes, BytesMut};
+use ramqpd_broker::codec::{
     Attach, Begin, Descriptor, Flow, Open, ReceiverSettleMode, Role, SenderSettleMode, Source,
     Target, Transfer, Value,
 };
-use bytes::{Bytes, BytesMut};
 
 /// An `open` with the given container-id and permissive limits.
 pub fn open(container_id: &str) -> Open {

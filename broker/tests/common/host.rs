@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use broker::{Broker, BrokerConfig};
+use ramqpd_broker::{Broker, BrokerConfig};
 
 use super::wait::within;
 

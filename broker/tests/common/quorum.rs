@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::BrokerConfig;
 use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Connection, Receiver, Sender};
+use ramqpd_broker::BrokerConfig;
 
 use super::fe2o3::{begin_session, Conn};
 use super::wait::{eventually, step, within};
@@ -242,7 +242,7 @@ pub async fn keep_consuming(
 /// The leader of `queue` once some running node of `cluster` reports one
 /// (other than `not`, when given), within `limit`.
 pub async fn wait_for_leader(
-    cluster: &broker::Cluster,
+    cluster: &ramqpd_broker::Cluster,
     queue: &str,
     not: Option<u64>,
     limit: Duration,

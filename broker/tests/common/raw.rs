@@ -5,11 +5,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use broker::codec::frame::{decode_frame, encode_amqp_frame, AMQP_HEADER};
-use broker::codec::{
+use bytes::{Bytes, BytesMut};
+use ramqpd_broker::codec::frame::{decode_frame, encode_amqp_frame, AMQP_HEADER};
+use ramqpd_broker::codec::{
     Attach, Begin, Error, Flow, Frame, FrameBody, Open, Performative, Role, Transfer,
 };
-use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -329,7 +329,7 @@ impl Raw {
         handle: u32,
         delivery_id: u32,
         message: &[u8],
-    ) -> broker::codec::Disposition {
+    ) -> ramqpd_broker::codec::Disposition {
         self.send_with_payload(
             channel,
             Performative::Transfer(transfer(handle, delivery_id, false)),
@@ -381,14 +381,14 @@ impl Raw {
 
 impl Raw {
     /// Write one SASL frame.
-    pub async fn send_sasl(&mut self, frame: broker::codec::SaslFrame) {
+    pub async fn send_sasl(&mut self, frame: ramqpd_broker::codec::SaslFrame) {
         let mut out = BytesMut::new();
-        broker::codec::frame::encode_sasl_frame(&mut out, &frame);
+        ramqpd_broker::codec::frame::encode_sasl_frame(&mut out, &frame);
         self.write(&out).await;
     }
 
     /// The next SASL frame.
-    pub async fn sasl_frame(&mut self) -> broker::codec::SaslFrame {
+    pub async fn sasl_frame(&mut self) -> ramqpd_broker::codec::SaslFrame {
         match self.frame().await.body {
             FrameBody::Sasl(sasl) => sasl,
             other => panic!("expected a SASL frame, got {other:?}"),
@@ -398,15 +398,15 @@ impl Raw {
     /// SASL header out, SASL header and mechanisms back; returns the
     /// offered mechanisms.
     pub async fn sasl_start(&mut self) -> Vec<String> {
-        self.write(&broker::codec::frame::SASL_HEADER).await;
+        self.write(&ramqpd_broker::codec::frame::SASL_HEADER).await;
         let header = self.read_bytes(8).await;
         assert_eq!(
             header,
-            broker::codec::frame::SASL_HEADER,
+            ramqpd_broker::codec::frame::SASL_HEADER,
             "SASL header answered"
         );
         match self.sasl_frame().await {
-            broker::codec::SaslFrame::Mechanisms(m) => {
+            ramqpd_broker::codec::SaslFrame::Mechanisms(m) => {
                 m.mechanisms.into_iter().map(|s| s.0).collect()
             }
             other => panic!("expected sasl-mechanisms, got {other:?}"),
@@ -418,15 +418,17 @@ impl Raw {
         &mut self,
         mechanism: &str,
         response: Option<&[u8]>,
-    ) -> broker::codec::SaslCode {
-        self.send_sasl(broker::codec::SaslFrame::Init(broker::codec::SaslInit {
-            mechanism: broker::codec::Symbol::from(mechanism),
-            initial_response: response.map(Bytes::copy_from_slice),
-            hostname: None,
-        }))
+    ) -> ramqpd_broker::codec::SaslCode {
+        self.send_sasl(ramqpd_broker::codec::SaslFrame::Init(
+            ramqpd_broker::codec::SaslInit {
+                mechanism: ramqpd_broker::codec::Symbol::from(mechanism),
+                initial_response: response.map(Bytes::copy_from_slice),
+                hostname: None,
+            },
+        ))
         .await;
         match self.sasl_frame().await {
-            broker::codec::SaslFrame::Outcome(o) => o.code,
+            ramqpd_broker::codec::SaslFrame::Outcome(o) => o.code,
             other => panic!("expected sasl-outcome, got {other:?}"),
         }
     }

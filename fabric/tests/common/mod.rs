@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use fabric::{BoxFuture, Envelope, Fabric, FabricConfig, Handler, NodeId};
+use ramqpd_fabric::{BoxFuture, Envelope, Fabric, FabricConfig, Handler, NodeId};
 use tokio::sync::mpsc;
 
 /// Kind of call that is echoed back as `me ++ from ++ channel ++ payload`.

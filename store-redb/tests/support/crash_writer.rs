@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
-use store_redb::{LogStore, LogStoreOptions};
+use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 mod payload;
 

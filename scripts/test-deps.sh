@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, what the test command needs beyond the
+# Rust toolchain: python3-qpid-proton and python3-pytest (the interop and
+# nemesis suites), strace, e2fsprogs and mount (the disk-fault tests).
+# Does nothing when all are there. Needs root or sudo to install; without
+# them it says what to install and fails if the Python packages are
+# missing (the fault tools only make their tests skip). Called by
+# scripts/test.sh and .ci/run.
+set -euo pipefail
+
+# Run apt as root directly, or through sudo when CI runs as a plain user.
+as_root() {
+    if [[ "$(id -u)" -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        echo "scripts/test-deps.sh: need root (or sudo) to run: $*" >&2
+        return 1
+    fi
+}
+
+# The suites run under Debian's interpreter (see scripts/test.sh).
+# Its disk-fault tests (tests/interop/test_disk_faults.py) inject I/O
+# errors with strace and loop-mount a small ext4 (mkfs.ext4 from
+# e2fsprogs, mount from the mount package); they skip, saying so, when run
+# without root or without these.
+required=()
+if ! /usr/bin/python3 -c 'import proton, pytest' 2>/dev/null; then
+    required+=(python3-qpid-proton python3-pytest)
+fi
+fault_tools=()
+command -v strace >/dev/null 2>&1 || fault_tools+=(strace)
+command -v mkfs.ext4 >/dev/null 2>&1 || [[ -x /usr/sbin/mkfs.ext4 ]] || [[ -x /sbin/mkfs.ext4 ]] || fault_tools+=(e2fsprogs)
+command -v mount >/dev/null 2>&1 || fault_tools+=(mount)
+packages=("${required[@]}" "${fault_tools[@]}")
+if [[ ${#packages[@]} -eq 0 ]]; then
+    echo "==> python3-qpid-proton, python3-pytest, strace, e2fsprogs and mount already installed"
+elif [[ ${#required[@]} -eq 0 ]] && [[ "$(id -u)" -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
+    # Only the fault tests' tools are missing and they could not run here
+    # anyway (they need root): they skip and say so.
+    echo "==> not root: not installing ${fault_tools[*]}; the disk-fault tests will skip"
+else
+    echo "==> installing ${packages[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "${packages[@]}"
+fi
+
