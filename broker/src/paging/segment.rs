@@ -80,14 +80,13 @@ pub(super) struct Segment {
 }
 
 // Early writeback (`StoreOptions::writeback_step_bytes`). Why: nothing
-// else makes segment
-// pages leave the page cache before the next snapshot's fdatasync, which
-// on a deep queue then flushes a few hundred MB at once; on a disk shared
-// with the Raft log (and, on one machine, with the other nodes' logs) that
-// burst held log fsyncs back for 50-100 ms. Started in small steps the
-// same bytes go out while the log keeps committing, and the snapshot's
-// fdatasync finds little left to do. Durability is unchanged: only `sync`
-// promises anything.
+// else sends segment pages to disk before the next snapshot's fdatasync,
+// which on a deep queue then flushed a few hundred MB at once; on a disk
+// shared with the Raft log (and, on one machine, with the other nodes'
+// logs) that burst held log fsyncs back for 50-100 ms. Started in small
+// steps, the same bytes go out while the log keeps committing, and the
+// snapshot's fdatasync finds little left to do. Durability is unchanged:
+// only `sync` promises anything.
 
 impl Segment {
     /// Creates a new, empty segment file at `path` (fails if it exists).
