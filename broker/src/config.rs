@@ -244,7 +244,9 @@ impl Default for QuorumConfig {
             resident_budget_bytes: 64 * 1024 * 1024,
             queue_resident_budget_bytes: 16 * 1024 * 1024,
             segment_max_bytes: 64 * 1024 * 1024,
-            segment_writeback_step_bytes: crate::paging::WRITEBACK_STEP_BYTES_DEFAULT,
+            // The same as `paging::WRITEBACK_STEP_BYTES_DEFAULT` (config sits
+            // below paging and cannot name it).
+            segment_writeback_step_bytes: 4 * 1024 * 1024,
             log_cache_bytes: 32 * 1024 * 1024,
             min_free_disk_bytes: 50 * 1024 * 1024,
             max_data_bytes: 0,
