@@ -22,7 +22,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use fabric::{BoxFuture, Bytes, Envelope, Fabric, FabricConfig, Handler, NodeId};
+//! use ramqpd_fabric::{BoxFuture, Bytes, Envelope, Fabric, FabricConfig, Handler, NodeId};
 //!
 //! struct Echo;
 //! impl Handler for Echo {
