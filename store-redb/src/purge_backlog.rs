@@ -36,13 +36,6 @@ pub(crate) struct PurgeBacklog {
     through: BTreeMap<u64, u64>,
 }
 
-/// What one step deleted.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Step {
-    pub(crate) rows: u64,
-    pub(crate) bytes: u64,
-}
-
 impl PurgeBacklog {
     /// `group_id`'s rows through `through` are to go.
     pub(crate) fn add(&mut self, group_id: u64, through: u64) {
@@ -60,13 +53,13 @@ impl PurgeBacklog {
     }
 
     /// Deletes up to one step's worth of backlog rows from `entries`,
-    /// group by group in id order; a group whose range is empty leaves the
-    /// backlog.
+    /// group by group in id order, and returns how many; a group whose
+    /// range is empty leaves the backlog.
     pub(crate) fn step(
         &mut self,
         entries: &mut Table<'_, (u64, u64), &'static [u8]>,
-    ) -> Result<Step, Error> {
-        let mut done = Step::default();
+    ) -> Result<u64, Error> {
+        let (mut rows_done, mut bytes_done) = (0u64, 0u64);
         while let Some((&group_id, &through)) = self.through.first_key_value() {
             let mut exhausted = true;
             {
@@ -74,9 +67,9 @@ impl PurgeBacklog {
                     entries.extract_from_if((group_id, 0)..=(group_id, through), |_, _| true)?;
                 for row in rows {
                     let (_, value) = row?;
-                    done.rows += 1;
-                    done.bytes += value.value().len() as u64;
-                    if done.rows >= STEP_ROWS_MAX || done.bytes >= STEP_BYTES_MAX {
+                    rows_done += 1;
+                    bytes_done += value.value().len() as u64;
+                    if rows_done >= STEP_ROWS_MAX || bytes_done >= STEP_BYTES_MAX {
                         exhausted = false;
                         break;
                     }
@@ -85,10 +78,10 @@ impl PurgeBacklog {
             if !exhausted {
                 // The budget ran out; a range whose last row this was is
                 // found empty by the next step.
-                return Ok(done);
+                return Ok(rows_done);
             }
             self.through.remove(&group_id);
         }
-        Ok(done)
+        Ok(rows_done)
     }
 }

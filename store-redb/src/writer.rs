@@ -165,7 +165,8 @@ impl Writer {
         loop {
             // With purged rows left to delete, a quiet store commits steps
             // of them instead of sleeping (an empty batch).
-            let first = if self.backlog.is_empty() || self.failed.is_some() {
+            let may_sleep = self.backlog.is_empty() || self.failed.is_some();
+            let first = if may_sleep {
                 self.requests.blocking_recv()
             } else {
                 match self.requests.try_recv() {
@@ -176,7 +177,7 @@ impl Writer {
             };
             match first {
                 Some(request) => batch.push(request),
-                None if self.backlog.is_empty() || self.failed.is_some() => break,
+                None if may_sleep => break,
                 None => {}
             }
             while batch.len() < self.batch_requests_max {
@@ -321,8 +322,7 @@ impl Writer {
                 apply(&mut tables, &request.op, &mut tally, &mut self.backlog)?;
             }
             if !self.backlog.is_empty() {
-                let step = self.backlog.step(tables.entries()?)?;
-                tally.records += step.rows;
+                tally.records += self.backlog.step(tables.entries()?)?;
             }
         }
         txn.commit()?;

@@ -178,3 +178,15 @@ fn an_emptied_active_segment_goes_once_a_quarter_full() {
     assert!(next.segment > small.segment, "a new segment number");
     assert_eq!(store.read(next, 9).unwrap(), &b"after"[..]);
 }
+
+#[test]
+fn the_broker_config_default_writeback_step_is_the_store_default() {
+    // config sits below paging and repeats the literal; this keeps the two
+    // from drifting apart.
+    assert_eq!(
+        crate::BrokerConfig::default()
+            .quorum
+            .segment_writeback_step_bytes,
+        WRITEBACK_STEP_BYTES_DEFAULT
+    );
+}
