@@ -375,28 +375,45 @@ async fn one_live_handle_per_group_and_removal() {
     }
 }
 
+/// Held by the tests that write tens of MiB with an fsync per commit, so
+/// that they do not run at once: each waits for its own commits within a
+/// few seconds, and two of them sharing the disk (and the machine's two
+/// cores) missed that.
+static HEAVY_IO: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Appends to `group` `chunks` batches of `per_chunk` entries of term 1,
+/// indexes from 0, each payload padded with `pad_bytes` bytes of `pad`,
+/// every batch with a completion from `on_flushed`.
+async fn append_padded(
+    group: &mut GroupLogStore<TestConfig>,
+    chunks: u64,
+    per_chunk: u64,
+    pad: char,
+    pad_bytes: usize,
+    on_flushed: &impl Fn() -> Completion,
+) {
+    let body = pad.to_string().repeat(pad_bytes);
+    for chunk in 0..chunks {
+        let batch = (chunk * per_chunk..(chunk + 1) * per_chunk)
+            .map(|i| Entry {
+                log_id: log_id(1, i),
+                payload: EntryPayload::Normal(format!("{i}{body}")),
+            })
+            .collect();
+        group.append_with(batch, on_flushed()).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_mostly_freed_by_a_purge_is_compacted() {
+    let _heavy = HEAVY_IO.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log.redb");
     let store = open(&dir);
     let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
     // 80 MiB of log in 64 KiB entries, then all of it purged.
-    let body = "x".repeat(64 * 1024);
-    let big = |i: u64| Entry {
-        log_id: log_id(1, i),
-        payload: EntryPayload::Normal(format!("{i}{body}")),
-    };
     let (flushed, on_flushed) = counter();
-    for chunk in 0..16u64 {
-        group
-            .append_with(
-                (chunk * 80..(chunk + 1) * 80).map(big).collect(),
-                on_flushed(),
-            )
-            .await
-            .unwrap();
-    }
+    append_padded(&mut group, 16, 80, 'x', 64 * 1024, &on_flushed).await;
     wait_until(|| flushed.load(Ordering::SeqCst) == 16).await;
     let full = std::fs::metadata(&path).unwrap().len();
     assert!(
@@ -438,27 +455,15 @@ fn rows(store: &LogStore, group: u64, indexes: std::ops::RangeInclusive<u64>) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purged_rows_leave_in_steps_orphans_included() {
+    let _heavy = HEAVY_IO.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
     // 3,000 entries of 8 KiB (24 MiB: several steps by bytes) in group 1,
     // and a neighbour group whose rows must all stay.
-    let body = "y".repeat(8 * 1024);
-    let big = |i: u64| Entry {
-        log_id: log_id(1, i),
-        payload: EntryPayload::Normal(format!("{i}{body}")),
-    };
     let mut other: GroupLogStore<TestConfig> = store.group(2).unwrap();
     let (flushed, on_flushed) = counter();
-    for chunk in 0..30u64 {
-        group
-            .append_with(
-                (chunk * 100..(chunk + 1) * 100).map(big).collect(),
-                on_flushed(),
-            )
-            .await
-            .unwrap();
-    }
+    append_padded(&mut group, 30, 100, 'y', 8 * 1024, &on_flushed).await;
     other
         .append_with(entries(1, 0..50), on_flushed())
         .await
