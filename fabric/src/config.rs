@@ -17,6 +17,11 @@ pub struct FabricConfig {
     pub node_id: NodeId,
     /// Name of the cluster; streams from a node with another name are refused.
     pub cluster_name: String,
+    /// The version of what the application puts in envelopes (its own
+    /// encodings of `meta` and `payload`). Sent when a stream opens; a
+    /// stream from a node of another version is refused (both sides log
+    /// the two versions), so bytes are never read with the wrong decoder.
+    pub wire_version: u32,
     /// Address to listen on (port 0 picks a free port, see
     /// [`crate::Fabric::local_addr`]).
     pub listen: SocketAddr,
@@ -53,6 +58,7 @@ impl FabricConfig {
         FabricConfig {
             node_id,
             cluster_name: cluster_name.into(),
+            wire_version: 0,
             listen,
             peers: BTreeMap::new(),
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
@@ -79,6 +85,7 @@ impl FabricConfig {
         LinkSettings {
             node_id: self.node_id,
             cluster_name: self.cluster_name.clone(),
+            wire_version: self.wire_version,
             max_message_bytes: self.max_message_bytes,
             connect_timeout: self.connect_timeout,
             call_timeout: self.call_timeout,
@@ -100,6 +107,9 @@ pub struct ClientConfig {
     pub addr: SocketAddr,
     /// The node's cluster name (a wrong one is refused).
     pub cluster_name: String,
+    /// The application's wire version (see [`FabricConfig::wire_version`]);
+    /// a node of another version refuses the client.
+    pub wire_version: u32,
     /// Largest envelope sent or answer accepted.
     pub max_message_bytes: usize,
     /// Limit on connecting.
@@ -116,6 +126,7 @@ impl ClientConfig {
         ClientConfig {
             addr,
             cluster_name: cluster_name.into(),
+            wire_version: 0,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             connect_timeout: Duration::from_secs(3),
             call_timeout: Duration::from_secs(30),
@@ -127,6 +138,7 @@ impl ClientConfig {
     pub(crate) fn link(&self) -> LinkSettings {
         let mut link =
             FabricConfig::new(crate::CLIENT_NODE_ID, self.cluster_name.clone(), self.addr).link();
+        link.wire_version = self.wire_version;
         link.max_message_bytes = self.max_message_bytes;
         link.connect_timeout = self.connect_timeout;
         link.call_timeout = self.call_timeout;
@@ -140,6 +152,7 @@ impl ClientConfig {
 pub(crate) struct LinkSettings {
     pub(crate) node_id: NodeId,
     pub(crate) cluster_name: String,
+    pub(crate) wire_version: u32,
     pub(crate) max_message_bytes: usize,
     pub(crate) connect_timeout: Duration,
     pub(crate) call_timeout: Duration,

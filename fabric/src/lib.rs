@@ -75,6 +75,7 @@ pub use config::{ClientConfig, FabricConfig, DEFAULT_MAX_MESSAGE_BYTES};
 pub use error::{CallError, FabricError};
 pub use fabric::Fabric;
 pub use peer::LinkState;
+pub use proto::FABRIC_PROTOCOL_VERSION;
 pub use stats::FabricStats;
 
 /// Locks a mutex, ignoring poisoning: every critical section in this crate is

@@ -17,7 +17,9 @@ use tonic::transport::Endpoint;
 
 use crate::config::LinkSettings;
 use crate::proto::fabric_client::FabricClient;
-use crate::proto::{Batch, Frame, Op, CLUSTER_KEY, NODE_ID_KEY};
+use crate::proto::{
+    wire_version_value, Batch, Frame, Op, CLUSTER_KEY, NODE_ID_KEY, WIRE_VERSION_KEY,
+};
 use crate::stats::Counters;
 use crate::{lock, CallError, Envelope, NodeId};
 
@@ -256,6 +258,9 @@ impl Peer {
             .metadata_mut()
             .insert(NODE_ID_KEY, MetadataValue::from(s.node_id));
         request.metadata_mut().insert(CLUSTER_KEY, cluster);
+        let version = MetadataValue::try_from(wire_version_value(s.wire_version).as_str())
+            .map_err(|e| down(&e))?;
+        request.metadata_mut().insert(WIRE_VERSION_KEY, version);
         let response = match timeout(s.connect_timeout, client.exchange(request)).await {
             Err(_) => return Err(down(&"stream open timed out")),
             Ok(Err(status)) if status.code() == tonic::Code::PermissionDenied => {

@@ -14,6 +14,37 @@ pub(crate) const NODE_ID_KEY: &str = "ramqp-node-id";
 /// gRPC metadata key carrying the dialling node's cluster name.
 pub(crate) const CLUSTER_KEY: &str = "ramqp-cluster";
 
+/// gRPC metadata key carrying the dialling node's wire versions, as
+/// `<fabric protocol>.<application wire version>` (decimal, e.g. `1.3`).
+pub(crate) const WIRE_VERSION_KEY: &str = "ramqp-wire-version";
+
+/// The version of this crate's own framing (`Batch`, `Frame`, the stream's
+/// metadata). Raised when either changes in a way an older node would
+/// misread; the proto package name keeps its `v1` for gRPC routing.
+pub const FABRIC_PROTOCOL_VERSION: u32 = 1;
+
+/// The metadata value a node of application wire version `app` sends.
+pub(crate) fn wire_version_value(app: u32) -> String {
+    format!("{FABRIC_PROTOCOL_VERSION}.{app}")
+}
+
+/// Why a dialler's wire version is not ours, or `None` if it is.
+pub(crate) fn wire_version_mismatch(sent: Option<&str>, app: u32) -> Option<String> {
+    let ours = wire_version_value(app);
+    match sent {
+        Some(theirs) if theirs == ours => None,
+        Some(theirs) => Some(format!(
+            "wire version mismatch: the dialling node speaks {theirs}, this node {ours} \
+             (<fabric protocol>.<application>); nodes of different wire versions cannot \
+             form one cluster (see the rolling-upgrade notes)"
+        )),
+        None => Some(format!(
+            "wire version mismatch: the dialling node sent no wire version (a release \
+             before versioned streams), this node speaks {ours}"
+        )),
+    }
+}
+
 /// Bytes allowed on top of `max_message_bytes` for the frame and batch
 /// headers, so that one envelope of exactly the maximum size still fits in a
 /// batch and passes the codec limit.

@@ -15,7 +15,9 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::config::LinkSettings;
 use crate::proto::fabric_server::Fabric as FabricService;
-use crate::proto::{Batch, Frame, Op, CLUSTER_KEY, NODE_ID_KEY};
+use crate::proto::{
+    wire_version_mismatch, Batch, Frame, Op, CLUSTER_KEY, NODE_ID_KEY, WIRE_VERSION_KEY,
+};
 use crate::stats::Counters;
 use crate::{lock, Handler, NodeId, CLIENT_NODE_ID};
 
@@ -101,6 +103,10 @@ impl Service {
                 "cluster name {cluster:?} does not match {:?}",
                 self.shared.settings.cluster_name
             )));
+        }
+        let sent = meta.get(WIRE_VERSION_KEY).and_then(|v| v.to_str().ok());
+        if let Some(why) = wire_version_mismatch(sent, self.shared.settings.wire_version) {
+            return Err(Status::permission_denied(why));
         }
         let from = meta
             .get(NODE_ID_KEY)

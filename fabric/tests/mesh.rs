@@ -246,6 +246,67 @@ async fn client_calls_a_node_and_wrong_cluster_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_of_different_wire_versions_refuse_each_other() {
+    bounded(30, async {
+        let mut c = config(1);
+        c.wire_version = 7;
+        let old = start(c).await;
+        let addr = old.fabric.local_addr();
+        // A node of the next version dials it: refused, and the reason
+        // names both versions, so the operator sees what is wrong.
+        let mut c = config(2);
+        c.wire_version = 8;
+        let new = start(c.with_peer(1, addr)).await;
+        let mut state = None;
+        for _ in 0..100 {
+            state = new.fabric.link_state(1);
+            if matches!(state, Some(LinkState::Refused(_))) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        match &state {
+            Some(LinkState::Refused(reason)) => {
+                assert!(reason.contains("wire version mismatch"), "{reason}");
+                assert!(reason.contains("1.8") && reason.contains("1.7"), "{reason}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        // Nothing it sends is ever handed to the other node's handler.
+        assert_eq!(
+            new.fabric
+                .call(1, Envelope::new(0, ECHO, Bytes::from_static(b"x")))
+                .await,
+            Err(CallError::Unreachable(1))
+        );
+        assert!(old.fabric.stats().inbound_refused >= 1);
+        // A client of another version is refused at connect; one of the
+        // same version is served.
+        let mut cfg = ClientConfig::new(addr, CLUSTER);
+        cfg.wire_version = 8;
+        match Client::connect_with(cfg.clone()).await {
+            Err(FabricError::Refused(reason)) => {
+                assert!(reason.contains("wire version mismatch"), "{reason}")
+            }
+            other => panic!("expected refusal, got {other:?}"),
+        }
+        cfg.wire_version = 7;
+        let client = Client::connect_with(cfg)
+            .await
+            .expect("same version connects");
+        let env = Envelope::new(5, ECHO, Bytes::from_static(b"v7"));
+        assert_eq!(
+            client.call(env.clone()).await.expect("call"),
+            echo_answer(1, 0, &env)
+        );
+        client.close().await;
+        new.fabric.shutdown().await;
+        old.fabric.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_does_not_break_the_stream() {
     bounded(30, async {
         let mut nodes = mesh(2, config).await;

@@ -39,6 +39,17 @@ pub struct Envelope {
     pub payload: Bytes,
 }
 
+/// The version of everything this broker puts in envelopes: the postcard
+/// encodings of openraft's RPCs (which follow openraft's types), of the
+/// metadata proposals, of forwarding and of `ramqp-ctl`'s admin requests.
+/// The fabric sends it when a stream opens and refuses a node of another
+/// version with a message naming both (`docs/versioning.md`), so a node
+/// never decodes a peer's Raft RPC with the wrong layout.
+///
+/// Raise it with any change to those encodings or to their kinds below.
+/// History: 1 = openraft 0.9 RPCs, forward protocol 1, admin protocol 1.
+pub const WIRE_VERSION: u32 = 1;
+
 /// The envelope kinds. Raft kinds travel by `call`; forwarding uses both.
 pub mod kind {
     /// Raft append-entries (also heartbeats), by `call`.

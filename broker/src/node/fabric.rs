@@ -138,6 +138,7 @@ impl FabricTransport {
             settings.cluster_name.clone(),
             settings.listen,
         );
+        config.wire_version = crate::net::WIRE_VERSION;
         config.peers = settings.peers;
         config.max_message_bytes = settings.max_message_bytes;
         config.call_timeout = settings.call_timeout;

@@ -143,7 +143,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn ask(cli: &Cli, request: &AdminRequest) -> anyhow::Result<AdminResponse> {
-    let client = fabric::Client::connect(cli.fabric, &cli.cluster_name)
+    let mut config = fabric::ClientConfig::new(cli.fabric, cli.cluster_name.as_str());
+    config.wire_version = broker::net::WIRE_VERSION;
+    let client = fabric::Client::connect_with(config)
         .await
         .with_context(|| format!("connecting to the fabric at {}", cli.fabric))?;
     let envelope = fabric::Envelope {
