@@ -16,6 +16,7 @@ pub mod frame;
 pub mod message;
 pub mod performative;
 pub mod sasl;
+pub mod sections;
 pub mod value;
 
 pub use definitions::{

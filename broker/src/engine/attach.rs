@@ -5,8 +5,9 @@
 use std::collections::VecDeque;
 
 use super::error::ConnectionError;
-use super::link::{ConsumerLink, Link, PublisherLink};
+use super::link::{ConsumerLink, Destination, Link, PublisherLink};
 use super::outbox::Outbox;
+use super::relay::Relay;
 use super::state::State;
 use crate::codec::definitions::condition;
 use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target, TargetKind};
@@ -99,6 +100,17 @@ impl State {
                 "the link has no address",
             ));
         };
+        self.queue_for(address)
+    }
+
+    /// The queue an address names, as a link uses it: the one resolution
+    /// that attaches and relayed messages (`relay.rs`) share, so both get
+    /// the same rules. The queue was prepared by the connection task
+    /// (auto-create, leader found) before this is called.
+    pub(crate) fn queue_for(
+        &self,
+        address: &str,
+    ) -> Result<std::sync::Arc<dyn crate::queue::Queue>, Error> {
         let address = QueueAddress::parse(address)
             .map_err(|e| Error::new(condition::NOT_FOUND, e.to_string()))?;
         let queue = self.context.queues.lookup(&address).map_err(|e| match e {
@@ -180,14 +192,20 @@ impl State {
             );
             return self.refuse(channel, attach, Role::Receiver, error, out);
         }
-        let queue = match self.resolve(
-            target.and_then(|t| t.address.as_deref()),
-            target.is_some_and(|t| t.dynamic),
-        ) {
-            Ok(queue) => queue,
-            Err(error) => {
-                tracing::debug!(link = %attach.name, error = ?error.description, "publisher link refused");
-                return self.refuse(channel, attach, Role::Receiver, error, out);
+        let anonymous = !target.is_some_and(|t| t.dynamic || t.address.is_some());
+        let destination = if anonymous {
+            // Anonymous relay: each message names its queue in `to`.
+            Destination::Relay(Relay::default())
+        } else {
+            match self.resolve(
+                target.and_then(|t| t.address.as_deref()),
+                target.is_some_and(|t| t.dynamic),
+            ) {
+                Ok(queue) => Destination::Queue(queue),
+                Err(error) => {
+                    tracing::debug!(link = %attach.name, error = ?error.description, "publisher link refused");
+                    return self.refuse(channel, attach, Role::Receiver, error, out);
+                }
             }
         };
         let context = self.context.clone();
@@ -206,7 +224,10 @@ impl State {
             rcv_settle_mode: attach.rcv_settle_mode,
             source: attach.source.clone(),
             target: Some(Target {
-                address: Some(queue.address().to_string()),
+                address: match &destination {
+                    Destination::Queue(queue) => Some(queue.address().to_string()),
+                    Destination::Relay(_) => None,
+                },
                 ..attach.target.clone().unwrap_or_default()
             }),
             unsettled: None,
@@ -219,7 +240,7 @@ impl State {
         };
         out.frame(channel, &Performative::Attach(Box::new(reply)));
         let mut link = PublisherLink {
-            queue,
+            destination,
             tag,
             rcv_settle_mode: attach.rcv_settle_mode,
             delivery_count,
@@ -232,7 +253,7 @@ impl State {
         let Some(session) = self.sessions.get_mut(&channel) else {
             return;
         };
-        if link.queue.has_capacity(&self.sink, tag) {
+        if link.has_capacity(&self.sink) {
             link.credit = link.credit_window;
             let flow = Flow {
                 handle: Some(attach.handle),

@@ -20,11 +20,14 @@ use super::state::State;
 use super::ConnectionContext;
 use crate::codec::definitions::condition;
 use crate::codec::frame::{decode_frame, MIN_MAX_FRAME_SIZE};
-use crate::codec::{Close, Error, FrameBody, Open, Performative};
+use crate::codec::{Close, Error, FrameBody, Open, Performative, Symbol};
 use crate::queue::Sink;
 
 /// Queue events handled before output is flushed again.
 const EVENT_BATCH_MAX: usize = 256;
+/// The connection capability of anonymous relay (a sender with a null
+/// target address; the address of each message is its `to`).
+const ANONYMOUS_RELAY: &str = "ANONYMOUS-RELAY";
 /// Free space kept in the read buffer before each read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// How long we keep reading after sending `close`, so the peer gets our
@@ -159,7 +162,9 @@ impl Connection {
                 .then_some((limits.idle_timeout_ms / 2).max(1)),
             outgoing_locales: Vec::new(),
             incoming_locales: Vec::new(),
-            offered_capabilities: Vec::new(),
+            // A sender with a null target address is routed by each
+            // message's `to` (engine/relay.rs).
+            offered_capabilities: vec![Symbol::from(ANONYMOUS_RELAY)],
             desired_capabilities: Vec::new(),
             properties: None,
         }
@@ -245,6 +250,14 @@ impl Connection {
                             self.prepare_queue(attach).await;
                         }
                         state.on_frame(frame.channel, performative, payload, &mut self.out)?;
+                        if let Some(wait) = &state.relay_wait {
+                            // A relayed message to an address not resolved
+                            // yet on its link: prepare it as an attach would.
+                            if let Err(error) = self.context.queues.prepare(&wait.address).await {
+                                tracing::debug!(%error, "relay address not ready");
+                            }
+                            state.resume_relay(&mut self.out);
+                        }
                     }
                     FrameBody::Empty => {}
                     FrameBody::Sasl(_) => {

@@ -7,12 +7,21 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 
+use super::relay::Relay;
 use crate::codec::{ReceiverSettleMode, SenderSettleMode};
-use crate::queue::{ConsumerId, Delivery, Queue};
+use crate::queue::{ConsumerId, Delivery, Queue, Sink};
+
+/// Where a publisher link's messages go.
+pub(crate) enum Destination {
+    /// The queue its target names.
+    Queue(Arc<dyn Queue>),
+    /// Each message to the queue its `to` names (a null target address).
+    Relay(Relay),
+}
 
 /// A link on which the peer publishes to a queue.
 pub(crate) struct PublisherLink {
-    pub(crate) queue: Arc<dyn Queue>,
+    pub(crate) destination: Destination,
     /// Our tag for this link in queue events (capacity, publish outcomes).
     pub(crate) tag: u64,
     pub(crate) rcv_settle_mode: ReceiverSettleMode,
@@ -27,6 +36,17 @@ pub(crate) struct PublisherLink {
     pub(crate) max_message_size: u64,
     /// A multi-frame delivery in progress.
     pub(crate) partial: Option<PartialDelivery>,
+}
+
+impl PublisherLink {
+    /// Whether the link may be given credit now; if not, `sink` gets a
+    /// `Capacity` event for `tag` once it may.
+    pub(crate) fn has_capacity(&mut self, sink: &Sink) -> bool {
+        match &mut self.destination {
+            Destination::Queue(queue) => queue.has_capacity(sink, self.tag),
+            Destination::Relay(relay) => relay.has_capacity(sink, self.tag),
+        }
+    }
 }
 
 /// The frames of one incoming delivery received so far.

@@ -13,6 +13,7 @@ mod error;
 mod handshake;
 mod link;
 mod outbox;
+mod relay;
 mod session;
 mod state;
 mod transfer;

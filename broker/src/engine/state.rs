@@ -38,6 +38,9 @@ pub(crate) struct State {
     /// Channels whose session we ended with a session error; the peer's
     /// frames there are dropped until its `end` arrives.
     pub(crate) ending: HashSet<u16>,
+    /// A relayed message whose address the connection task must prepare
+    /// before the next frame (`relay.rs`).
+    pub(crate) relay_wait: Option<super::relay::RelayWait>,
 }
 
 impl State {
@@ -56,6 +59,7 @@ impl State {
             remote_max_frame_size: remote_max_frame_size as usize,
             channel_max,
             ending: HashSet::new(),
+            relay_wait: None,
         }
     }
 

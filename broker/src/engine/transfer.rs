@@ -6,8 +6,9 @@
 use bytes::Bytes;
 
 use super::error::ConnectionError;
-use super::link::{Link, PartialDelivery, PublisherLink};
+use super::link::{Destination, Link, PartialDelivery, PublisherLink};
 use super::outbox::Outbox;
+use super::relay::{self, RelayWait, Relayed};
 use super::session::Session;
 use super::state::{LinkRef, State};
 use crate::codec::definitions::condition;
@@ -47,7 +48,19 @@ impl State {
             Gathered::Complete(partial) => partial,
         };
         let mode = link.rcv_settle_mode;
-        let answer = publish(link, partial, &self.sink);
+        let answer = match publish(link, partial, &self.sink) {
+            Some(Answer::Prepare(wait)) => {
+                // Resumed by the connection task once the address is
+                // prepared (relay.rs), before the next frame is read.
+                self.relay_wait = Some(RelayWait {
+                    channel,
+                    handle,
+                    ..*wait
+                });
+                return Ok(());
+            }
+            answer => answer,
+        };
         top_up_credit(link, handle, session_flow, &self.sink, out, channel);
         if let Some(error) = answer_publisher(session, channel, mode, answer, out) {
             self.detach_link(channel, handle, error, out);
@@ -200,11 +213,14 @@ fn start_delivery(link: &mut PublisherLink, transfer: &Transfer) -> Result<(), C
 }
 
 /// What to tell the publisher about one delivery right away.
-enum Answer {
+pub(super) enum Answer {
     Accepted(u32),
     Rejected(u32, DeliveryState),
     /// Detach the link; release the delivery if it was unsettled.
     Detach(Option<u32>, Error),
+    /// A relayed message whose address must be prepared first (its
+    /// channel and handle are filled in by the caller).
+    Prepare(Box<RelayWait>),
 }
 
 /// Scan a complete message and hand it to the queue; the answer the
@@ -217,7 +233,21 @@ fn publish(
     let delivery_id = partial.delivery_id;
     let settled = partial.settled;
     match scan(partial.into_bytes()) {
-        Ok(message) => hand_to_queue(link, message, delivery_id, settled, sink),
+        Ok(message) => match &mut link.destination {
+            Destination::Queue(_) => hand_to_queue(link, message, delivery_id, settled, sink),
+            Destination::Relay(relay) => {
+                let confirm = (!settled).then(|| PublishConfirm {
+                    sink: sink.clone(),
+                    tag: link.tag,
+                    token: u64::from(delivery_id),
+                });
+                relay_answer(
+                    relay::relay(relay, link.tag, message, confirm, sink),
+                    delivery_id,
+                    settled,
+                )
+            }
+        },
         Err(e) if !settled => Some(Answer::Rejected(
             delivery_id,
             DeliveryState::Rejected {
@@ -258,7 +288,10 @@ fn hand_to_queue(
         tag: link.tag,
         token: u64::from(delivery_id),
     });
-    match link.queue.publish(message, confirm) {
+    let Destination::Queue(queue) = &link.destination else {
+        return None;
+    };
+    match queue.publish(message, confirm) {
         Ok(PublishStatus::Accepted) if !settled => Some(Answer::Accepted(delivery_id)),
         Ok(_) => None,
         Err(e) => Some(Answer::Detach(
@@ -268,9 +301,33 @@ fn hand_to_queue(
     }
 }
 
+/// The answer for a relayed message: accepted now, later, or rejected on
+/// its own (the link goes on).
+pub(super) fn relay_answer(relayed: Relayed, delivery_id: u32, settled: bool) -> Option<Answer> {
+    match relayed {
+        Relayed::Published(true) if !settled => Some(Answer::Accepted(delivery_id)),
+        Relayed::Published(_) => None,
+        Relayed::Refused(error) if !settled => {
+            Some(Answer::Rejected(delivery_id, relay::rejected(error)))
+        }
+        Relayed::Refused(error) => {
+            tracing::debug!(error = ?error.description, "pre-settled relayed message dropped");
+            None
+        }
+        Relayed::Prepare(address, message) => Some(Answer::Prepare(Box::new(RelayWait {
+            channel: 0,
+            handle: 0,
+            address,
+            message,
+            delivery_id,
+            settled,
+        }))),
+    }
+}
+
 /// Grant the publisher its window again once half its credit is used,
 /// unless we already wait for the queue to report room.
-fn top_up_credit(
+pub(super) fn top_up_credit(
     link: &mut PublisherLink,
     handle: u32,
     session_flow: Flow,
@@ -288,7 +345,7 @@ fn top_up_credit(
 /// link with when the queue cannot take messages here (e.g. its leader
 /// moved): the delivery is released, so the publisher sends again where
 /// the queue is served.
-fn answer_publisher(
+pub(super) fn answer_publisher(
     session: &mut Session,
     channel: u16,
     mode: ReceiverSettleMode,
@@ -304,6 +361,8 @@ fn answer_publisher(
             }
             return Some(error);
         }
+        // Taken care of by the caller before answering.
+        Answer::Prepare(_) => {}
     }
     None
 }
@@ -372,7 +431,7 @@ fn grant_credit(
     out: &mut Outbox,
     channel: u16,
 ) {
-    if !link.queue.has_capacity(sink, link.tag) {
+    if !link.has_capacity(sink) {
         link.waiting_capacity = true;
         return;
     }
