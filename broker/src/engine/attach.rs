@@ -89,9 +89,10 @@ impl State {
         dynamic: bool,
     ) -> Result<std::sync::Arc<dyn crate::queue::Queue>, Error> {
         if dynamic {
+            // Only a receiver's source can be dynamic here.
             return Err(Error::new(
                 condition::NOT_IMPLEMENTED,
-                "dynamic nodes are not supported; attach to /queues/<name>",
+                "dynamic targets are not supported; use a dynamic source or anonymous relay",
             ));
         }
         let Some(address) = address else {
@@ -270,10 +271,17 @@ impl State {
 
     fn attach_consumer(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
         let source = attach.source.as_ref();
-        let queue = match self.resolve(
-            source.and_then(|s| s.address.as_deref()),
-            source.is_some_and(|s| s.dynamic),
-        ) {
+        let dynamic = source.is_some_and(|s| s.dynamic);
+        let resolved = if dynamic {
+            // A temporary queue of its own, deleted when the link goes.
+            self.context
+                .queues
+                .create_dynamic()
+                .map_err(|e| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, e.to_string()))
+        } else {
+            self.resolve(source.and_then(|s| s.address.as_deref()), false)
+        };
+        let queue = match resolved {
             Ok(queue) => queue,
             Err(error) => {
                 tracing::debug!(link = %attach.name, error = ?error.description, "consumer link refused");
@@ -285,6 +293,9 @@ impl State {
             Ok(consumer) => consumer,
             Err(e) => {
                 self.tags.remove(&tag);
+                if dynamic {
+                    self.context.queues.delete_dynamic(queue.address());
+                }
                 return self.refuse(channel, attach, Role::Sender, queue_error(&e), out);
             }
         };
@@ -317,6 +328,7 @@ impl State {
             credit_limit: 0,
             drain: false,
             held: VecDeque::new(),
+            dynamic,
         };
         if let Some(session) = self.sessions.get_mut(&channel) {
             session.links.insert(attach.handle, Link::Consumer(link));
@@ -363,6 +375,10 @@ impl State {
         self.tags.remove(&link.tag());
         if let Link::Consumer(consumer) = link {
             consumer.queue.unsubscribe(consumer.consumer);
+            if consumer.dynamic {
+                // Its node lives as long as the link (delete-on-close).
+                self.context.queues.delete_dynamic(consumer.queue.address());
+            }
         }
     }
 }

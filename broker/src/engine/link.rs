@@ -90,6 +90,8 @@ pub(crate) struct ConsumerLink {
     /// consumer, so at most the peer's earlier credit is ever held here,
     /// and they return to the queue if the link goes away.
     pub(crate) held: VecDeque<Delivery>,
+    /// The queue is this link's dynamic node: deleted when the link goes.
+    pub(crate) dynamic: bool,
 }
 
 impl ConsumerLink {

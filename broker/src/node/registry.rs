@@ -12,6 +12,7 @@
 //! never together and never while calling into a queue or the quorum node.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -19,18 +20,25 @@ use crate::config::QueuesConfig;
 use crate::forward::{Forwarder, LocalQueues, RoutedQueue, Target};
 use crate::queue::{
     LookupError, PrepareFuture, Queue, QueueAddress, QueueDirectory, QueueKind, QueueStats,
-    TransientQueue,
+    TransientQueue, DYNAMIC_PREFIX,
 };
 use crate::quorum::QuorumNode;
 
 /// All queues of this node.
 pub(crate) struct Registry {
     config: QueuesConfig,
-    queues: RwLock<HashMap<QueueAddress, Arc<dyn Queue>>>,
+    queues: RwLock<HashMap<QueueAddress, Arc<TransientQueue>>>,
+    /// Dynamic queues made so far (part of their generated names).
+    dynamic_made: AtomicU64,
+    /// Random per registry, so generated names differ across restarts.
+    dynamic_salt: u64,
     quorum: Arc<QuorumNode>,
     forwarder: Arc<Forwarder>,
     routed: RwLock<HashMap<QueueAddress, Arc<RoutedQueue>>>,
 }
+
+/// Names tried for a dynamic queue before giving up (see `dynamic_address`).
+const DYNAMIC_NAME_TRIES: usize = 10_000;
 
 /// Poll period while an attach waits for a routed queue to find its target.
 const TARGET_POLL: Duration = Duration::from_millis(10);
@@ -52,6 +60,14 @@ impl Registry {
     ) -> Registry {
         let registry = Registry {
             queues: RwLock::new(HashMap::new()),
+            dynamic_made: AtomicU64::new(0),
+            dynamic_salt: {
+                use std::hash::{BuildHasher, Hasher};
+                // std seeds RandomState from the OS's randomness.
+                std::collections::hash_map::RandomState::new()
+                    .build_hasher()
+                    .finish()
+            },
             config,
             quorum,
             forwarder,
@@ -84,6 +100,24 @@ impl Registry {
                 ))
             })
             .clone()
+    }
+
+    /// A fresh dynamic queue name that this node owns (a transient queue
+    /// lives on `owner_of(name)`, so replies from other nodes find it).
+    fn dynamic_address(&self) -> Option<QueueAddress> {
+        // With n members one name in n is ours; this bound is never near.
+        for _ in 0..DYNAMIC_NAME_TRIES {
+            let n = self.dynamic_made.fetch_add(1, Ordering::Relaxed);
+            let name = format!(
+                "{DYNAMIC_PREFIX}{}-{:016x}-{n}",
+                self.forwarder.node_id, self.dynamic_salt
+            );
+            let address = QueueAddress::parse(&format!("/queues/{name}")).ok()?;
+            if self.owns(&address) {
+                return Some(address);
+            }
+        }
+        None
     }
 
     fn knows_routed(&self, address: &QueueAddress) -> bool {
@@ -159,7 +193,7 @@ impl Registry {
         if let Some(queue) = read(&self.queues).get(address) {
             return Ok(queue.clone());
         }
-        if !self.config.auto_create {
+        if !self.config.auto_create || address.name().starts_with(DYNAMIC_PREFIX) {
             return Err(LookupError::NotFound(address.to_string()));
         }
         Ok(self.create(address.clone()))
@@ -192,8 +226,30 @@ impl QueueDirectory for Registry {
         self.local_transient(address)
     }
 
+    fn create_dynamic(&self) -> Result<Arc<dyn Queue>, LookupError> {
+        let address = self.dynamic_address().ok_or_else(|| {
+            LookupError::NotFound("no dynamic queue name owned by this node".into())
+        })?;
+        tracing::debug!(queue = %address, "dynamic queue created");
+        Ok(self.create(address))
+    }
+
+    fn delete_dynamic(&self, address: &QueueAddress) {
+        if !address.name().starts_with(DYNAMIC_PREFIX) {
+            return;
+        }
+        let removed = write(&self.queues).remove(address);
+        if let Some(queue) = removed {
+            tracing::debug!(queue = %address, "dynamic queue deleted");
+            queue.delete();
+        }
+    }
+
     fn stats(&self) -> Vec<QueueStats> {
-        let mut queues: Vec<Arc<dyn Queue>> = read(&self.queues).values().cloned().collect();
+        let mut queues: Vec<Arc<dyn Queue>> = read(&self.queues)
+            .values()
+            .map(|q| q.clone() as Arc<dyn Queue>)
+            .collect();
         queues.extend(
             self.quorum
                 .queues()

@@ -9,6 +9,12 @@ use std::sync::Arc;
 
 use super::{Queue, QueueAddress, QueueStats};
 
+/// The name prefix of dynamic (temporary) queues, `/queues/amq.dyn-...`.
+/// Names with it are reserved: never auto-created by an attach or a
+/// relayed message, so a reply sent after the queue went away is
+/// `amqp:not-found` rather than a new queue nobody reads.
+pub const DYNAMIC_PREFIX: &str = "amq.dyn-";
+
 /// Why an address cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LookupError {
@@ -32,4 +38,11 @@ pub trait QueueDirectory: Send + Sync + 'static {
     fn lookup(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError>;
     /// Depth and consumers of every queue held here, sorted by address.
     fn stats(&self) -> Vec<QueueStats>;
+    /// A new temporary transient queue on this node, for a dynamic
+    /// receiver (its address is generated and unique; see
+    /// [`DYNAMIC_PREFIX`]).
+    fn create_dynamic(&self) -> Result<Arc<dyn Queue>, LookupError>;
+    /// Delete a queue made by [`QueueDirectory::create_dynamic`] (its link
+    /// went away); its other links are closed with amqp:resource-deleted.
+    fn delete_dynamic(&self, address: &QueueAddress);
 }

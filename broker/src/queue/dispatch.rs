@@ -184,6 +184,14 @@ impl Dispatcher {
             .collect()
     }
 
+    /// Drop every message waiting to be delivered (a purge); messages out
+    /// with consumers stay theirs to settle. Returns what was dropped.
+    pub(crate) fn purge_waiting(&mut self) -> Vec<Entry> {
+        let mut dropped: Vec<Entry> = std::mem::take(&mut self.returned).into_values().collect();
+        dropped.extend(self.ready.drain(..));
+        dropped
+    }
+
     pub(crate) fn subscribe(&mut self, sink: Sink, tag: u64) -> ConsumerId {
         self.subscribe_at(sink, tag, 0)
     }

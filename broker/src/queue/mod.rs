@@ -15,7 +15,7 @@ mod sink;
 mod transient;
 
 pub use address::{AddressError, QueueAddress, QueueKind, QUEUE_NAME_MAX_BYTES};
-pub use directory::{LookupError, PrepareFuture, QueueDirectory};
+pub use directory::{LookupError, PrepareFuture, QueueDirectory, DYNAMIC_PREFIX};
 pub use message::{Delivery, Message, MessageId};
 pub use sink::{QueueEvent, QueueEventKind, Sink};
 pub use transient::TransientQueue;

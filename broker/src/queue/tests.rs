@@ -226,3 +226,53 @@ fn vanished_connection_returns_messages() {
     let stats = q.stats();
     assert_eq!((stats.ready, stats.consumers), (1, 0));
 }
+
+#[test]
+fn purge_drops_waiting_messages_and_keeps_those_out() {
+    let q = queue(3);
+    let (sink, mut rx) = Sink::channel();
+    for body in [&b"a"[..], b"b", b"c"] {
+        q.publish(message(body), None).unwrap();
+    }
+    assert!(!q.has_capacity(&sink, 9), "full at 3");
+    let consumer = q.subscribe(sink.clone(), 1).unwrap();
+    q.flow(consumer, 1, false);
+    let out = delivery_ids(&events(&mut rx));
+    assert_eq!(out.len(), 1);
+    assert_eq!(q.purge(), 2, "the two waiting messages");
+    let stats = q.stats();
+    assert_eq!((stats.ready, stats.unsettled), (0, 1));
+    // Room again: the waiting publisher is woken.
+    assert!(events(&mut rx)
+        .iter()
+        .any(|e| e.tag == 9 && matches!(e.kind, QueueEventKind::Capacity)));
+    // The message out with the consumer is still its to settle.
+    q.settle(consumer, out[0], Outcome::Released);
+    q.flow(consumer, 2, false);
+    assert_eq!(delivered(&events(&mut rx)), vec![(1, &b"a"[..], 0)]);
+}
+
+#[test]
+fn delete_closes_consumers_and_refuses_what_follows() {
+    let q = queue(100);
+    let (sink, mut rx) = Sink::channel();
+    q.publish(message(b"a"), None).unwrap();
+    let consumer = q.subscribe(sink.clone(), 4).unwrap();
+    q.flow(consumer, 10, false);
+    q.delete();
+    let closed: Vec<_> = events(&mut rx)
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            QueueEventKind::Closed { condition, .. } => Some((e.tag, condition)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closed, vec![(4, "amqp:resource-deleted")]);
+    assert!(matches!(
+        q.publish(message(b"b"), None),
+        Err(QueueError::Gone(_))
+    ));
+    assert!(matches!(q.subscribe(sink, 5), Err(QueueError::Gone(_))));
+    let stats = q.stats();
+    assert_eq!((stats.ready, stats.unsettled, stats.consumers), (0, 0, 0));
+}

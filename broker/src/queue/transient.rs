@@ -12,6 +12,8 @@ use super::address::QueueAddress;
 use super::dispatch::{Dispatcher, Entry, Settled};
 use super::message::{Message, MessageId};
 use super::sink::{QueueEventKind, Sink};
+use crate::codec::definitions::condition::RESOURCE_DELETED;
+
 use super::{ConsumerId, Outcome, PublishConfirm, PublishStatus, Queue, QueueError, QueueStats};
 
 #[derive(Debug, Default)]
@@ -22,6 +24,8 @@ struct State {
     bytes: u64,
     /// Publishers to wake when there is room again.
     capacity_waiters: Vec<(Sink, u64)>,
+    /// Deleted: refuses everything with [`QueueError::Gone`].
+    deleted: bool,
 }
 
 /// An in-memory queue.
@@ -58,6 +62,44 @@ impl TransientQueue {
         held >= self.max_messages || state.bytes >= self.max_bytes
     }
 
+    /// Delete the queue: its consumers are closed with
+    /// amqp:resource-deleted, what it held is dropped, and every later
+    /// publish or subscribe is refused with [`QueueError::Gone`] (so a
+    /// publisher link still attached is detached with the same condition
+    /// on its next message). Waiting publishers are woken to find out.
+    pub fn delete(&self) {
+        let mut state = self.lock();
+        state.deleted = true;
+        state.bytes = 0;
+        for consumer in state.dispatcher.clear() {
+            consumer.sink.send(
+                consumer.tag,
+                QueueEventKind::Closed {
+                    condition: RESOURCE_DELETED,
+                    description: format!("queue {} was deleted", self.address),
+                },
+            );
+        }
+        for (sink, tag) in state.capacity_waiters.drain(..) {
+            sink.send(tag, QueueEventKind::Capacity);
+        }
+    }
+
+    /// Drop every message waiting to be delivered; messages out with
+    /// consumers stay theirs to settle. Returns how many were dropped.
+    pub fn purge(&self) -> usize {
+        let mut state = self.lock();
+        let dropped = state.dispatcher.purge_waiting();
+        let bytes: u64 = dropped.iter().map(|e| e.message.len() as u64).sum();
+        state.bytes -= bytes;
+        self.wake_publishers(&mut state);
+        dropped.len()
+    }
+
+    fn gone(&self) -> QueueError {
+        QueueError::Gone(self.address.to_string())
+    }
+
     fn wake_publishers(&self, state: &mut State) {
         if !state.capacity_waiters.is_empty() && !self.full(state) {
             for (sink, tag) in state.capacity_waiters.drain(..) {
@@ -78,6 +120,9 @@ impl Queue for TransientQueue {
         _confirm: Option<PublishConfirm>,
     ) -> Result<PublishStatus, QueueError> {
         let mut state = self.lock();
+        if state.deleted {
+            return Err(self.gone());
+        }
         let id = state.next_id;
         state.next_id += 1;
         state.bytes += message.len() as u64;
@@ -88,7 +133,8 @@ impl Queue for TransientQueue {
 
     fn has_capacity(&self, sink: &Sink, tag: u64) -> bool {
         let mut state = self.lock();
-        if !self.full(&state) {
+        if !self.full(&state) || state.deleted {
+            // A deleted queue lets the publisher send, to be refused.
             return true;
         }
         if !state
@@ -102,7 +148,11 @@ impl Queue for TransientQueue {
     }
 
     fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError> {
-        Ok(self.lock().dispatcher.subscribe(sink, tag))
+        let mut state = self.lock();
+        if state.deleted {
+            return Err(self.gone());
+        }
+        Ok(state.dispatcher.subscribe(sink, tag))
     }
 
     fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool) {
