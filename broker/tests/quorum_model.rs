@@ -355,15 +355,20 @@ async fn run_case(budget: u64, ops: Vec<Op>) {
             Op::PublishUntilSnapshot => {
                 let before = snapshot_index(&host);
                 let mut n = 0;
-                while snapshot_index(&host) == before {
-                    assert!(
-                        n < PUBLISHES_FOR_A_SNAPSHOT_MAX,
-                        "no snapshot after {n} publishes (latest {before:?})"
-                    );
+                while snapshot_index(&host) == before && n < PUBLISHES_FOR_A_SNAPSHOT_MAX {
                     let expected = model.publish(n % 150);
                     client.publish(&expected).await;
                     n += 1;
                 }
+                // The snapshot is due by now, but it is built beside the
+                // applies, not in them: on a loaded machine the build can
+                // finish after the 48th publish (seen in a full run here).
+                eventually(
+                    Duration::from_secs(20),
+                    "a snapshot after the publishes that must bring one",
+                    || snapshot_index(&host) != before,
+                )
+                .await;
             }
         }
         settlements_read(&host, &model).await;
