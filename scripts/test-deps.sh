@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what the test command needs beyond the
 # Rust toolchain: python3-qpid-proton and python3-pytest (the interop and
-# nemesis suites), strace, e2fsprogs and mount (the disk-fault tests).
+# nemesis suites), strace, e2fsprogs and mount (the disk-fault tests),
+# iproute2, nftables and faketime (the nemesis's partitions and clocks).
 # Does nothing when all are there. Needs root or sudo to install; without
 # them it says what to install and fails if the Python packages are
 # missing (the fault tools only make their tests skip). Called by
@@ -33,9 +34,14 @@ fault_tools=()
 command -v strace >/dev/null 2>&1 || fault_tools+=(strace)
 command -v mkfs.ext4 >/dev/null 2>&1 || [[ -x /usr/sbin/mkfs.ext4 ]] || [[ -x /sbin/mkfs.ext4 ]] || fault_tools+=(e2fsprogs)
 command -v mount >/dev/null 2>&1 || fault_tools+=(mount)
+# The nemesis's partitions (network namespaces, a bridge, nft rules) and
+# clock faults (libfaketime).
+command -v ip >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || [[ -x /sbin/ip ]] || fault_tools+=(iproute2)
+command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || fault_tools+=(nftables)
+[[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]] || fault_tools+=(faketime)
 packages=("${required[@]}" "${fault_tools[@]}")
 if [[ ${#packages[@]} -eq 0 ]]; then
-    echo "==> python3-qpid-proton, python3-pytest, strace, e2fsprogs and mount already installed"
+    echo "==> python3-qpid-proton, python3-pytest, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
 elif [[ ${#required[@]} -eq 0 ]] && [[ "$(id -u)" -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
     # Only the fault tests' tools are missing and they could not run here
     # anyway (they need root): they skip and say so.

@@ -47,9 +47,15 @@ def ctl_path():
 class Cluster:
     """Nodes 1..n as BrokerProcess objects, keyed by node id."""
 
-    def __init__(self, size, extra_args=()):
+    def __init__(self, size, extra_args=(), hosts=None, wrappers=None, data_dirs=None):
         # Flags every node gets besides the cluster's own (e.g. --config).
         self.extra_args = list(extra_args)
+        # Per node: the address it listens on (loopback unless the caller
+        # put nodes in network namespaces), the command that execs it
+        # there, and a data directory (default: a fresh temporary one).
+        self.host = hosts or {i + 1: "127.0.0.1" for i in range(size)}
+        self.wrapper = wrappers or {}
+        self.data_dirs = data_dirs or {}
         ports = free_ports(2 * size)
         self.amqp_port = {i + 1: ports[i] for i in range(size)}
         self.fabric_port = {i + 1: ports[size + i] for i in range(size)}
@@ -60,15 +66,20 @@ class Cluster:
     def _start(self, node, members):
         args = [
             "--node-id", str(node),
-            "--fabric-listen", f"127.0.0.1:{self.fabric_port[node]}",
+            "--fabric-listen", f"{self.host[node]}:{self.fabric_port[node]}",
             "--allow-fault-injection",
             *RAFT_ARGS,
             *self.extra_args,
         ]
         for peer in members:
             if peer != node:
-                args += ["--peer", f"{peer}=127.0.0.1:{self.fabric_port[peer]}"]
-        process = BrokerProcess(args, listen=f"127.0.0.1:{self.amqp_port[node]}")
+                args += ["--peer", f"{peer}={self.host[peer]}:{self.fabric_port[peer]}"]
+        process = BrokerProcess(
+            args,
+            listen=f"{self.host[node]}:{self.amqp_port[node]}",
+            data_dir=self.data_dirs.get(node),
+            wrapper=self.wrapper.get(node, ()),
+        )
         return process
 
     def url(self, node):
@@ -76,7 +87,7 @@ class Cluster:
 
     def ctl(self, node, *args, check=True, timeout=20):
         result = subprocess.run(
-            [str(ctl_path()), "--fabric", f"127.0.0.1:{self.fabric_port[node]}", *args],
+            [str(ctl_path()), "--fabric", f"{self.host[node]}:{self.fabric_port[node]}", *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -178,6 +189,10 @@ PUBLISHER = textwrap.dedent(
     # "first-acquirer": publish with first-acquirer set, so a consumer can
     # tell a first delivery from a redelivery (the broker clears it).
     first_acquirer = len(sys.argv) > 8 and sys.argv[8] == "first-acquirer"
+    # "idle=S" anywhere after those: ask for an idle time-out of S seconds,
+    # so a connection whose packets stop (a cut network) is noticed and
+    # dialled again instead of stalling until TCP gives up.
+    idle = next((float(a[5:]) for a in sys.argv[3:] if a.startswith("idle=")), None)
 
     def emit(line):
         sys.stdout.write(line + "\\n")
@@ -206,7 +221,7 @@ PUBLISHER = textwrap.dedent(
             # connection cleanly (amqp:connection:forced on SIGTERM).
             target = self.urls[self.attempt % len(self.urls)]
             self.attempt += 1
-            self.conn = container.connect(target, reconnect=False)
+            self.conn = container.connect(target, reconnect=False, heartbeat=idle)
             # Proton hands out a new wrapper object per event; an attribute
             # set here is stored on the connection itself and tells
             # events of this connection from late ones of an old one.
@@ -251,6 +266,17 @@ PUBLISHER = textwrap.dedent(
             if event.link.remote_condition:
                 emit("DETACHED " + str(event.link.remote_condition.name))
 
+        def on_link_error(self, event):
+            # A detach with an error (Proton calls this, not
+            # on_link_closed): report it, and with "reconnect" dial again,
+            # as a robust client does (the broker detaches a forwarded
+            # link whose queue found no leader in time). Proton's default
+            # only closes the connection, silently for lost().
+            emit("DETACHED " + str(event.link.remote_condition.name))
+            event.connection.close()
+            if reconnect and getattr(event.connection, "attempt", None) == self.attempt:
+                self.lost(event)
+
         def lost(self, event):
             if self.conn is None or getattr(event.connection, "attempt", None) != self.attempt:
                 return  # a late event of an old connection
@@ -294,6 +320,8 @@ CONSUMER = textwrap.dedent(
     reconnect = len(sys.argv) > 5 and sys.argv[5] == "reconnect"
     # "mark": a redelivery (first-acquirer false) is reported "R <id> again".
     mark = len(sys.argv) > 6 and sys.argv[6] == "mark"
+    # "idle=S": as for the publisher.
+    idle = next((float(a[5:]) for a in sys.argv[3:] if a.startswith("idle=")), None)
 
     def emit(line):
         sys.stdout.write(line + "\\n")
@@ -313,7 +341,7 @@ CONSUMER = textwrap.dedent(
         def open_link(self, container):
             target = self.urls[self.attempt % len(self.urls)]
             self.attempt += 1
-            self.conn = container.connect(target, reconnect=False)
+            self.conn = container.connect(target, reconnect=False, heartbeat=idle)
             self.conn.attempt = self.attempt
             container.create_receiver(self.conn, address)
 
@@ -328,6 +356,17 @@ CONSUMER = textwrap.dedent(
         def on_link_closed(self, event):
             if event.link.remote_condition:
                 emit("DETACHED " + str(event.link.remote_condition.name))
+
+        def on_link_error(self, event):
+            # A detach with an error (Proton calls this, not
+            # on_link_closed): report it, and with "reconnect" dial again,
+            # as a robust client does (the broker detaches a forwarded
+            # link whose queue found no leader in time). Proton's default
+            # only closes the connection, silently for lost().
+            emit("DETACHED " + str(event.link.remote_condition.name))
+            event.connection.close()
+            if reconnect and getattr(event.connection, "attempt", None) == self.attempt:
+                self.lost(event)
 
         def lost(self, event):
             if self.conn is None or getattr(event.connection, "attempt", None) != self.attempt:
@@ -460,6 +499,7 @@ def start_joining_node(cluster, node):
     port_amqp, port_fabric = free_ports(2)
     cluster.amqp_port[node] = port_amqp
     cluster.fabric_port[node] = port_fabric
+    cluster.host[node] = "127.0.0.1"
     members = [n for n, p in cluster.nodes.items() if p.alive()]
     args = [
         "--node-id", str(node),

@@ -47,7 +47,7 @@ def brokerd_path() -> Path:
 class BrokerProcess:
     """One running ramqp-brokerd and where to reach it."""
 
-    def __init__(self, extra_args, extra_env=None, listen="127.0.0.1:0", data_dir=None):
+    def __init__(self, extra_args, extra_env=None, listen="127.0.0.1:0", data_dir=None, wrapper=()):
         binary = brokerd_path()
         if not binary.is_file():
             pytest.fail(
@@ -58,7 +58,10 @@ class BrokerProcess:
         # A test may put the data elsewhere (a small loop-mounted disk).
         self.data_dir = Path(data_dir) if data_dir else self.tmp / "data"
         self.stderr_path = self.tmp / "stderr.log"
+        # A command that execs the broker in place (`ip netns exec NS`), so
+        # the pid is still the broker's.
         self.args = [
+            *wrapper,
             str(binary),
             "--listen",
             listen,

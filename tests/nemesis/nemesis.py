@@ -37,6 +37,8 @@ from proton import Timeout  # noqa: E402
 from cluster import CONSUMER, PUBLISHER, ClientProcess, Cluster  # noqa: E402
 from helpers import TIMEOUT, connection  # noqa: E402
 import history  # noqa: E402
+import disks  # noqa: E402
+import netns  # noqa: E402
 
 ADDRESS = "/quorum/nemesis"
 PUBLISHERS = {"pub-a": [1, 2, 3], "pub-b": [2, 3, 1]}  # id prefix -> nodes, in dial order
@@ -51,12 +53,34 @@ RESUME_BOUND_S = 30.0
 # longest seen on a loaded machine). Every fault that hits the leader is
 # held longer than this, so a missing fail-over shows.
 GAP_BOUND_S = 15.0
+# Except where the faulty part is the path from some clients' node to the
+# leader, the queue itself being fine (a partition between the two): a
+# forwarded link waits for a reachable
+# leader up to `[quorum] leader_wait_ms` (15 s) before it is detached and
+# its client dials another node; a probe or two (1 s each) to notice first.
+LEADER_WAIT_S = 15.0
+GAP_BOUNDS = {"*": GAP_BOUND_S, "partition-bridge": LEADER_WAIT_S + 3.0}
+# The clients' idle time-out (AMQP heartbeats), as a careful application
+# sets one: a connection whose packets stop (`client-cut-leader`, a
+# SIGSTOPped node) is given up after this and the next node dialled,
+# rather than stalling until TCP's retransmissions resume after the heal
+# (11 s after a 16 s cut, seen here, with no accept in between).
+CLIENT_IDLE_TIMEOUT_S = 8.0
 HEALTHY_WITHIN_S = 60.0
 FAIL_STOP_WITHIN_S = 30.0
 EXIT_STORAGE_FAULT = 70
 # How long a drain waits for one more message before it calls a node empty.
 DRAIN_QUIET_S = 2.0
 SHORT_RUN = ["kill9-leader", "kill9-follower", "sigstop-leader", "isolate-leader", "fsync-eio"]
+# The second fixed-seed run of the test command: real partitions, a full
+# disk, a write error (root only) and a clock jump.
+SHORT_RUN_2 = ["partition-bridge", "client-cut-leader", "disk-full", "write-eio", "clock-jump"]
+# Every fault of the catalogue, for a run by hand (docs/nemesis.md).
+EVERY_FAULT = SHORT_RUN + ["kill9-two", "partition-leader", "partition-bridge", "client-cut-leader", "disk-full",
+                           "write-eio", "clock-jump", "clock-skew", "rolling-restart"]
+# Faults that need the nodes in network namespaces, or on loop disks.
+NEEDS_NETNS = {"partition-leader", "partition-bridge", "client-cut-leader"}
+NEEDS_DISKS = {"disk-full"}
 
 
 @dataclass
@@ -70,6 +94,20 @@ class Fault:
     hold: object
 
 
+# libfaketime, from Debian's faketime package. Only its whole-process modes
+# are used: with FAKETIME_DONT_FAKE_MONOTONIC (a wall-clock-only step) its
+# clock_nanosleep returns EINVAL, and a timestamp file changed under a
+# running process steps the monotonic clock backwards, which no real
+# machine does (both tried here).
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
+
+
+def faketime_unavailable():
+    if not FAKETIME_LIB.exists():
+        return f"{FAKETIME_LIB} is missing (apt-get install faketime)"
+    return None
+
+
 def root_and(tool):
     if os.geteuid() != 0:
         return "needs root (ptrace)"
@@ -81,8 +119,12 @@ def root_and(tool):
 class Run:
     """One nemesis run: the cluster, the clients, the schedule, the history."""
 
-    def __init__(self, seed, out_dir: Path):
+    def __init__(self, seed, out_dir: Path, use_netns=False, use_disks=False):
         self.seed = seed
+        self.use_netns = use_netns
+        self.use_disks = use_disks
+        self.netns = None
+        self.disks = None
         self.rng = random.Random(seed)
         self.out_dir = out_dir
         self.t0 = time.monotonic()
@@ -120,19 +162,27 @@ class Run:
     # -- the cluster and the clients ------------------------------------
 
     def start(self):
-        self.cluster = Cluster(3)
+        hosts = wrappers = data_dirs = None
+        if self.use_netns:
+            self.netns = netns.Netns(3)
+            hosts, wrappers = self.netns.hosts(), self.netns.wrappers()
+        if self.use_disks:
+            self.disks = disks.Disks([1, 2, 3])
+            data_dirs = self.disks.dirs()
+        self.cluster = Cluster(3, hosts=hosts, wrappers=wrappers, data_dirs=data_dirs)
         self.cluster.wait_healthy(timeout=HEALTHY_WITHIN_S)
         with connection(self.cluster.url(1)) as conn:
             conn.create_sender(ADDRESS).close()
         self.cluster.leader_of(ADDRESS)
         urls = lambda nodes: ",".join(self.cluster.url(n) for n in nodes)  # noqa: E731
+        idle = f"idle={CLIENT_IDLE_TIMEOUT_S:g}"
         self.clients["consumer"] = ClientProcess(
-            CONSUMER, urls(CONSUMER_NODES), ADDRESS, CONSUMER_CREDIT, 3600, "reconnect", "mark"
+            CONSUMER, urls(CONSUMER_NODES), ADDRESS, CONSUMER_CREDIT, 3600, "reconnect", "mark", idle
         )
         for prefix, nodes in PUBLISHERS.items():
             self.clients[prefix] = ClientProcess(
                 PUBLISHER, urls(nodes), ADDRESS, PUBLISHER_WINDOW, 10**9, 3600, "reconnect", prefix,
-                "first-acquirer",
+                "first-acquirer", idle,
             )
         for prefix in PUBLISHERS:
             self.clients[prefix].wait_for(lambda c: c.count("A") >= 100, 60, f"{prefix}: first accepts")
@@ -167,14 +217,14 @@ class Run:
         self.cluster.ctl(node, "isolate")
         return lambda: self.cluster.ctl(node, "heal")
 
-    def fsync_eio(self, node):
-        """One fdatasync of the node's log store fails: the node must stop
-        with code 70 (fail-stop); the heal restarts it."""
+    def fsync_eio(self, node, syscall="fdatasync"):
+        """One fdatasync (or write) of the node's log store fails: the node
+        must stop with code 70 (fail-stop); the heal restarts it."""
         process = self.cluster.nodes[node]
         store = process.data_dir / "quorum" / "raft-log.redb"
         tracer = subprocess.Popen(
             ["strace", "-f", "-qq", "-o", "/dev/null", "-p", str(process.proc.pid), "-P", str(store),
-             "-e", "trace=fdatasync", "-e", "inject=fdatasync:error=EIO:when=1"],
+             "-e", f"trace={syscall}", "-e", f"inject={syscall}:error=EIO:when=1"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         try:
@@ -186,10 +236,81 @@ class Run:
                 tracer.terminate()
             tracer.wait(timeout=TIMEOUT)
         if code != EXIT_STORAGE_FAULT:
-            self.problems.append(f"node {node}: exit {code} after an fdatasync EIO, expected {EXIT_STORAGE_FAULT}")
+            self.problems.append(f"node {node}: exit {code} after a {syscall} EIO, expected {EXIT_STORAGE_FAULT}")
             if code is None:
                 process.kill()
         return process.restart
+
+    def partition(self, pairs):
+        """Real partitions: every packet between the nodes of each pair is
+        dropped on the bridge (the clients, on the host, still reach every
+        node)."""
+        self.netns.cut(pairs)
+        return self.netns.heal
+
+    def partition_leader(self, node):
+        return self.partition([(node, other) for other in self.cluster.nodes if other != node])
+
+    def partition_bridge(self, node):
+        """`node` (the leader) and one other node cannot talk; the third
+        talks to both (the classic case for a node that keeps calling
+        elections it cannot win)."""
+        other = self.rng.choice([n for n in self.cluster.nodes if n != node])
+        return self.partition([(node, other)])
+
+    def client_cut(self, node):
+        """The clients lose the node's AMQP port; the nodes still talk."""
+        self.netns.cut_clients_from(node, self.cluster.amqp_port[node])
+        return self.netns.heal
+
+    def disk_full(self, node):
+        """The node's data disk fills up (a real ext4 on a loop device). It
+        either holds its publishers back or fail-stops with code 70; the
+        heal frees the space and restarts it if it stopped."""
+        written = self.disks.fill(node)
+        self.record("note", text=f"disk of node {node} filled with {written} bytes of ballast")
+        process = self.cluster.nodes[node]
+
+        def heal():
+            self.disks.free_space(node)
+            code = process.proc.poll()
+            if code is not None:
+                if code != EXIT_STORAGE_FAULT:
+                    self.problems.append(f"node {node}: exit {code} on a full disk, expected {EXIT_STORAGE_FAULT}")
+                self.record("note", text=f"node {node} had stopped with {code} on the full disk")
+                process.restart()
+
+        return heal
+
+    def rolling_restart(self, nodes):
+        """SIGTERM every node in turn (it hands its leaderships away and
+        exits 0), restart it on its data, wait until the cluster is whole."""
+        for node in nodes:
+            code = self.cluster.nodes[node].stop()
+            if code != 0:
+                self.problems.append(f"node {node}: exit {code} on SIGTERM in a rolling restart")
+            self.cluster.nodes[node].restart()
+            self.cluster.wait_healthy(nodes=list(self.cluster.nodes), timeout=HEALTHY_WITHIN_S)
+        return lambda: None
+
+    def restart_with_clock(self, node, faketime):
+        """SIGTERM the node, start it again on its data with its clocks
+        under libfaketime's `faketime` spec (an offset and a rate, wall and
+        monotonic clocks alike, for the process's whole life); the heal
+        restarts it on the true clocks."""
+        process = self.cluster.nodes[node]
+        true_env = dict(process.env)
+
+        def restart(env, why):
+            code = process.stop()
+            if code != 0:
+                self.problems.append(f"node {node}: exit {code} on SIGTERM before {why}")
+            process.env = env
+            process.restart()
+
+        restart({**true_env, "LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": faketime}, f"FAKETIME={faketime}")
+        self.record("note", text=f"node {node} runs with FAKETIME={faketime!r}")
+        return lambda: restart(true_env, "its true clock")
 
     def catalogue(self):
         rng = self.rng
@@ -218,6 +339,48 @@ class Run:
                 "fsync-eio", root_and("strace"),
                 lambda: self._on_one(rng.choice(list(self.cluster.nodes)), self.fsync_eio),
                 lambda r: 1.0,
+            ),
+            "write-eio": Fault(
+                "write-eio", root_and("strace"),
+                lambda: self._on_one(rng.choice(list(self.cluster.nodes)), lambda n: self.fsync_eio(n, "pwrite64")),
+                lambda r: 1.0,
+            ),
+            "partition-leader": Fault(
+                "partition-leader", netns.unavailable(), lambda: self._on_one(self.leader(), self.partition_leader),
+                leader_hold,
+            ),
+            "partition-bridge": Fault(
+                "partition-bridge", netns.unavailable(), lambda: self._on_one(self.leader(), self.partition_bridge),
+                leader_hold,
+            ),
+            "client-cut-leader": Fault(
+                "client-cut-leader", netns.unavailable(), lambda: self._on_one(self.leader(), self.client_cut),
+                leader_hold,
+            ),
+            "disk-full": Fault(
+                "disk-full", disks.unavailable(),
+                lambda: self._on_one(rng.choice(list(self.cluster.nodes)), self.disk_full), short_hold,
+            ),
+            # A node that comes back with its wall clock two hours behind
+            # (a bad RTC, a VM restored from a snapshot); the heal brings
+            # it back two hours forward.
+            "clock-jump": Fault(
+                "clock-jump", faketime_unavailable(),
+                lambda: self._on_one(rng.choice(list(self.cluster.nodes)),
+                                     lambda n: self.restart_with_clock(n, "-2h")),
+                lambda r: r.uniform(8.0, 12.0),
+            ),
+            # A node whose clocks run fast or slow (its timers: heartbeats,
+            # election time-outs, leases, publish time-outs).
+            "clock-skew": Fault(
+                "clock-skew", faketime_unavailable(),
+                lambda: self._on_one(rng.choice(list(self.cluster.nodes)),
+                                     lambda n: self.restart_with_clock(n, f"+0 x{rng.choice([0.5, 1.5, 2.0])}")),
+                lambda r: r.uniform(8.0, 12.0),
+            ),
+            "rolling-restart": Fault(
+                "rolling-restart", None, lambda: self._on(rng.sample(list(self.cluster.nodes), 3), self.rolling_restart),
+                lambda r: 0.5,
             ),
         }
 
@@ -330,12 +493,19 @@ class Run:
     def cleanup(self):
         for client in self.clients.values():
             client.stop()
+        if self.netns:
+            self.netns.heal()
+        failures = []
         if self.cluster:
             for process in self.cluster.nodes.values():
                 if process.alive():
                     os.kill(process.proc.pid, signal.SIGCONT)
-            return self.cluster.cleanup()
-        return []
+            failures = self.cluster.cleanup()
+        if self.netns:
+            self.netns.remove()
+        if self.disks:
+            self.disks.remove()
+        return failures
 
 
 def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
@@ -348,7 +518,8 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
     if soak_s is not None:
         rerun += f" --soak-s {soak_s:g}"
     log(f"nemesis: seed {seed} (rerun: {rerun})")
-    nemesis = Run(seed, out_dir)
+    nemesis = Run(seed, out_dir, use_netns=bool(NEEDS_NETNS & set(faults)) and netns.unavailable() is None,
+                  use_disks=bool(NEEDS_DISKS & set(faults)) and disks.unavailable() is None)
     catalogue = nemesis.catalogue()
     chosen = []
     for name in faults:
@@ -364,7 +535,7 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
         nemesis.run_schedule(nemesis.schedule(chosen, soak_s), catalogue)
         fault_end = nemesis.now()
         problems += nemesis.finish()
-        report = history.check(nemesis.events + nemesis.client_events(), fault_end, RESUME_BOUND_S, GAP_BOUND_S)
+        report = history.check(nemesis.events + nemesis.client_events(), fault_end, RESUME_BOUND_S, GAP_BOUNDS)
     except Exception as e:  # the run itself broke: keep what there is
         problems.append(f"run aborted: {type(e).__name__}: {e}")
         report = history.check(nemesis.events + nemesis.client_events())
@@ -386,11 +557,13 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, help="seed of the schedule (random if absent)")
-    parser.add_argument("--faults", default=",".join(SHORT_RUN), help="comma-separated fault names")
+    parser.add_argument("--faults", default=",".join(SHORT_RUN),
+                        help="comma-separated fault names, or 'all': " + ",".join(EVERY_FAULT))
     parser.add_argument("--soak-s", type=float, help="soak mode: draw faults until this many seconds are planned")
     parser.add_argument("--out", help="where to keep a failed run's history (default: a new temporary directory)")
     args = parser.parse_args()
-    report, _ = run(args.seed, args.faults.split(","), args.soak_s, args.out)
+    faults = EVERY_FAULT if args.faults == "all" else args.faults.split(",")
+    report, _ = run(args.seed, faults, args.soak_s, args.out)
     sys.exit(0 if report.ok() else 1)
 
 

@@ -45,6 +45,17 @@ def test_a_late_redelivery_is_not_an_order_break():
     assert report.late_redeliveries == 1
 
 
+def test_order_is_judged_in_time_order_not_list_order():
+    # The run's own drain events come first in the list, the consumer's
+    # after: a drain that gets the rest in order is no order break.
+    events = published(0.0, "a-0000000") + published(0.1, "a-0000001")
+    events = [ev(9.0, "deliver", "a-0000001", process="drain-1", redelivered=False)] + events
+    events += [delivered(1.0, "a-0000000")]
+    report = history.check(events)
+    assert report.ok(), report.summary()
+    assert report.order_breaks == []
+
+
 def test_availability_per_fault():
     events = published(0.0, "a-0000000")
     events += [ev(1.0, "fault", process="nemesis", fault="kill9-leader", target="1")]
@@ -57,6 +68,18 @@ def test_availability_per_fault():
     assert round(window.first_accept_after_heal_s, 2) == 1.01
     assert round(window.longest_gap_s, 2) == 18.0
     assert any("accepts stopped for 18.0s" in p for p in report.problems), report.summary()
+
+
+def test_gap_bounds_by_fault_name():
+    events = published(0.0, "a-0000000")
+    events += [ev(1.0, "fault", process="nemesis", fault="partition-bridge", target="1")]
+    events += [ev(13.0, "heal", process="nemesis", fault="partition-bridge", target="1")]
+    events += published(14.0, "a-0000001")
+    events += [delivered(15.0, f"a-000000{i}") for i in range(2)]
+    bounds = {"*": 10.0, "partition-bridge": 18.0}
+    assert history.check(events, fault_end=15.0, gap_bound_s=bounds).ok()
+    report = history.check(events, fault_end=15.0, gap_bound_s={"*": 10.0})
+    assert any("accepts stopped for 13.0s (bound 10.0s)" in p for p in report.problems), report.summary()
 
 
 def test_a_fault_never_followed_by_an_accept_is_a_problem():
