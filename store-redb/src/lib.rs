@@ -19,7 +19,9 @@
 //! not yet durable entries) → `writer` (the group-commit thread) →
 //! `record` (CRC framing, postcard) and `tables` (redb tables, keys);
 //! `compact` (when and how the file gives back its free space); `error`,
-//! `stats`; `fuzz_checks` (the fuzz targets' record check).
+//! `stats`; `fuzz_checks` (the fuzz targets' record check); `lossy_file`
+//! (feature `test-backends`: a backend that loses unsynced writes at a
+//! simulated power cut, for crash tests).
 //!
 //! `README.md` beside this crate documents the data layout, the group-commit
 //! protocol, the durability guarantees and what redb promises on a crash.
@@ -31,6 +33,8 @@ mod error;
 #[doc(hidden)]
 pub mod fuzz_checks;
 mod group;
+#[cfg(any(test, feature = "test-backends"))]
+pub mod lossy_file;
 mod purge_backlog;
 mod raft;
 mod record;

@@ -8,17 +8,23 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use store_redb::lossy_file::CrashSwitch;
+
 use super::broker::{Broker, BrokerError};
 use super::data_dir::TempDir;
 use crate::config::BrokerConfig;
 use crate::net::{LocalTransport, NodeId, NodeTransport};
 use crate::queue::QueueAddress;
+use crate::raft::lossy;
 
 /// A cluster of broker nodes in this process.
 pub struct Cluster {
     transport: Arc<LocalTransport>,
     configs: BTreeMap<NodeId, BrokerConfig>,
     running: BTreeMap<NodeId, Broker>,
+    /// With [`Cluster::start_lossy`]: the power switch of each node's
+    /// current incarnation.
+    lossy: Option<BTreeMap<NodeId, Arc<CrashSwitch>>>,
     _dirs: Vec<TempDir>,
 }
 
@@ -26,11 +32,25 @@ impl Cluster {
     /// Start `n` nodes (ids 1..=n) from `base`, each with its own temporary
     /// data directory that survives restarts of the node.
     pub async fn start(n: usize, base: BrokerConfig) -> Result<Cluster, BrokerError> {
+        Cluster::start_with(n, base, false).await
+    }
+
+    /// Like [`Cluster::start`], but each node's Raft log store runs on a
+    /// file that keeps its writes in memory until they are synced (a page
+    /// cache), so that [`Cluster::crash`] loses exactly what a power cut
+    /// would: everything not yet fsynced. (The metadata group's log and
+    /// the segment files are plain files.)
+    pub async fn start_lossy(n: usize, base: BrokerConfig) -> Result<Cluster, BrokerError> {
+        Cluster::start_with(n, base, true).await
+    }
+
+    async fn start_with(n: usize, base: BrokerConfig, lossy: bool) -> Result<Cluster, BrokerError> {
         let ids: Vec<NodeId> = (1..=n as NodeId).collect();
         let mut cluster = Cluster {
             transport: LocalTransport::new(),
             configs: BTreeMap::new(),
             running: BTreeMap::new(),
+            lossy: lossy.then(BTreeMap::new),
             _dirs: Vec::new(),
         };
         for id in &ids {
@@ -82,6 +102,9 @@ impl Cluster {
         let Some(config) = self.configs.get_mut(&id) else {
             return Err(BrokerError::Config(format!("no node {id} in this cluster")));
         };
+        if let (Some(switches), Some(dir)) = (self.lossy.as_mut(), config.data_dir.as_deref()) {
+            switches.insert(id, lossy::arm(&crate::quorum::log_path(dir)));
+        }
         let transport: Arc<dyn NodeTransport> = self.transport.clone();
         let broker =
             match Broker::start_with_transport(config.clone(), Some(transport.clone())).await {
@@ -94,6 +117,93 @@ impl Cluster {
         config.listen = broker.local_addr();
         self.running.insert(id, broker);
         Ok(())
+    }
+
+    /// A power cut of node `id` (clusters from [`Cluster::start_lossy`]):
+    /// its Raft log loses every write not yet synced and refuses later
+    /// ones, its links to the other nodes are cut so that nothing it says
+    /// from then on is heard, and it is stopped; then the links are
+    /// restored. [`Cluster::restart`] brings it back on what its disk kept.
+    /// Returns how many written pages its log had not synced (lost).
+    pub async fn crash(&mut self, id: NodeId) -> Result<u64, BrokerError> {
+        self.crash_together(&[id]).await
+    }
+
+    /// A power cut of several nodes at the same instant (see
+    /// [`Cluster::crash`]): every switch goes off before any node stops.
+    /// Returns the unsynced pages lost, summed over the nodes.
+    pub async fn crash_together(&mut self, ids: &[NodeId]) -> Result<u64, BrokerError> {
+        let switches = self.switches(ids)?;
+        let lost: u64 = switches.iter().map(|switch| switch.crash()).sum();
+        self.stop_crashed(ids).await;
+        Ok(lost)
+    }
+
+    /// A power cut of each of `ids` in the middle of a commit: its log lets
+    /// `writes` more page writes into its page cache and loses them with
+    /// the power at the next (a node that writes nothing within 5 s is cut
+    /// then). Returns the unsynced pages lost, summed over the nodes.
+    pub async fn crash_mid_write(
+        &mut self,
+        ids: &[NodeId],
+        writes: u32,
+    ) -> Result<u64, BrokerError> {
+        let switches = self.switches(ids)?;
+        for switch in &switches {
+            switch.crash_at_write(writes);
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while switches.iter().any(|s| !s.is_crashed()) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let lost = switches
+            .iter()
+            .map(|s| {
+                if s.is_crashed() {
+                    s.lost_at_cut()
+                } else {
+                    s.crash()
+                }
+            })
+            .sum();
+        self.stop_crashed(ids).await;
+        Ok(lost)
+    }
+
+    /// The power switches of `ids`' current incarnations.
+    fn switches(&self, ids: &[NodeId]) -> Result<Vec<Arc<CrashSwitch>>, BrokerError> {
+        ids.iter()
+            .map(|id| {
+                self.lossy
+                    .as_ref()
+                    .and_then(|s| s.get(id))
+                    .cloned()
+                    .ok_or_else(|| {
+                        BrokerError::Config(format!(
+                            "node {id} has no lossy log (start the cluster with start_lossy)"
+                        ))
+                    })
+            })
+            .collect()
+    }
+
+    /// Cut crashed nodes off (nothing they say after the power cut is
+    /// heard), stop them, then restore their links.
+    async fn stop_crashed(&mut self, ids: &[NodeId]) {
+        let all: Vec<NodeId> = self.configs.keys().copied().collect();
+        for id in ids {
+            for other in all.iter().filter(|n| *n != id) {
+                self.transport.set_cut(*id, *other, true);
+            }
+        }
+        for id in ids {
+            self.stop(*id).await;
+        }
+        for id in ids {
+            for other in all.iter().filter(|n| *n != id) {
+                self.transport.set_cut(*id, *other, false);
+            }
+        }
     }
 
     /// Cut (or heal) the link between two nodes (Raft and forwarding).
@@ -116,6 +226,13 @@ impl Cluster {
         let ids: Vec<NodeId> = self.running.keys().copied().collect();
         for id in ids {
             self.stop(id).await;
+        }
+        if self.lossy.is_some() {
+            for config in self.configs.values() {
+                if let Some(dir) = config.data_dir.as_deref() {
+                    lossy::disarm(&crate::quorum::log_path(dir));
+                }
+            }
         }
     }
 }

@@ -42,6 +42,8 @@ mod types;
 
 pub use cluster_view::{BoxFuture, PeerRequests, ReplicaSet, ReplicaSets};
 pub use handoff::HandOff;
+#[cfg(feature = "test-cluster")]
+pub(crate) use node::log_path;
 pub use node::{QuorumError, QuorumNode};
 pub use queue::QuorumQueue;
 pub use snapshot_data::SnapshotData;

@@ -101,6 +101,11 @@ pub struct QuorumNode {
     alarm: Arc<ResourceAlarm>,
 }
 
+/// The node-wide Raft log file under the data directory.
+pub(crate) fn log_path(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("quorum").join("raft-log.redb")
+}
+
 /// File in a group's directory naming its queue.
 const NAME_FILE: &str = "queue-name";
 
@@ -117,7 +122,7 @@ impl QuorumNode {
             path: dir.clone(),
             source,
         })?;
-        let store = open_log_store(&dir.join("raft-log.redb"), config.log_cache_bytes).await?;
+        let store = open_log_store(&log_path(data_dir), config.log_cache_bytes).await?;
         let raft_config = openraft::Config {
             cluster_name: "ramqp".into(),
             heartbeat_interval: config.heartbeat_interval_ms,

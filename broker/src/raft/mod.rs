@@ -29,4 +29,6 @@ pub(crate) use fault::core_fault;
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
+#[cfg(feature = "test-cluster")]
+pub(crate) use store::lossy;
 pub(crate) use store::open_log_store;

@@ -28,11 +28,56 @@ pub(crate) async fn open_log_store(
         ..LogStoreOptions::default()
     };
     loop {
-        match LogStore::open(path, options.clone()) {
+        #[cfg(feature = "test-cluster")]
+        let opened = match lossy::switch_for(path) {
+            Some(switch) => LogStore::open_lossy(path, switch, options.clone()),
+            None => LogStore::open(path, options.clone()),
+        };
+        #[cfg(not(feature = "test-cluster"))]
+        let opened = LogStore::open(path, options.clone());
+        match opened {
             Err(e) if e.is_already_open() && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             other => return other,
         }
+    }
+}
+
+/// Test clusters only: log stores that lose their unsynced writes at a
+/// simulated power cut (`Cluster::start_lossy`, `Cluster::crash`). The
+/// cluster arms a switch for a node's log path before each start; the
+/// store opened there then runs on a `LossyFile` with that switch.
+#[cfg(feature = "test-cluster")]
+pub(crate) mod lossy {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use store_redb::lossy_file::CrashSwitch;
+
+    fn switches() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Arc<CrashSwitch>>> {
+        static SWITCHES: OnceLock<Mutex<HashMap<PathBuf, Arc<CrashSwitch>>>> = OnceLock::new();
+        SWITCHES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The next store opened at `path` runs on a lossy file powered by a
+    /// new switch, which is returned.
+    pub(crate) fn arm(path: &Path) -> Arc<CrashSwitch> {
+        let switch = CrashSwitch::new();
+        switches().insert(path.to_path_buf(), switch.clone());
+        switch
+    }
+
+    /// Stores at `path` are plain files again.
+    pub(crate) fn disarm(path: &Path) {
+        switches().remove(path);
+    }
+
+    pub(super) fn switch_for(path: &Path) -> Option<Arc<CrashSwitch>> {
+        switches().get(path).cloned()
     }
 }
