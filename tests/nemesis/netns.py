@@ -36,6 +36,19 @@ def unavailable():
     for tool in ("ip", "nft"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install iproute2 nftables)"
+    # Root is not always enough (a container without CAP_SYS_ADMIN, no
+    # nf_tables): try both once.
+    probe = f"{PREFIX}-probe"
+    try:
+        made = _run("ip", "netns", "add", probe, check=False)
+        if made.returncode != 0:
+            return f"cannot make a network namespace: {made.stderr.strip()}"
+        table = _run("nft", "add", "table", "bridge", f"{PREFIX}_probe", check=False)
+        if table.returncode != 0:
+            return f"cannot add an nft bridge table: {table.stderr.strip()}"
+    finally:
+        _run("nft", "delete", "table", "bridge", f"{PREFIX}_probe", check=False)
+        _run("ip", "netns", "del", probe, check=False)
     return None
 
 
