@@ -257,15 +257,11 @@ async fn nodes_of_different_wire_versions_refuse_each_other() {
         let mut c = config(2);
         c.wire_version = 8;
         let new = start(c.with_peer(1, addr)).await;
-        let mut state = None;
-        for _ in 0..100 {
-            state = new.fabric.link_state(1);
-            if matches!(state, Some(LinkState::Refused(_))) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        match &state {
+        eventually(Duration::from_secs(10), "the stream refused", || {
+            matches!(new.fabric.link_state(1), Some(LinkState::Refused(_)))
+        })
+        .await;
+        match &new.fabric.link_state(1) {
             Some(LinkState::Refused(reason)) => {
                 assert!(reason.contains("wire version mismatch"), "{reason}");
                 assert!(reason.contains("1.8") && reason.contains("1.7"), "{reason}");
