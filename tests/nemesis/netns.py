@@ -1,10 +1,13 @@
 """Real network partitions for the nemesis: each node in its own network
 namespace on one bridge, and nft rules that cut pairs of them.
 
-    host (clients, ramqp-ctl) 10.77.0.254 on bridge rqnem0
-      |-- veth rqnem1 <-> eth0 in netns rqnem-n1, 10.77.0.1
-      |-- veth rqnem2 <-> eth0 in netns rqnem-n2, 10.77.0.2
-      `-- veth rqnem3 <-> eth0 in netns rqnem-n3, 10.77.0.3
+    host (clients, ramqp-ctl) 10.77.T.254 on bridge rqT-br
+      |-- veth rqT-v1 <-> eth0 in netns rqT-n1, 10.77.T.1
+      |-- veth rqT-v2 <-> eth0 in netns rqT-n2, 10.77.T.2
+      `-- veth rqT-v3 <-> eth0 in netns rqT-n3, 10.77.T.3
+
+T is a tag of the run (1-250, from its pid; the next free one if that is
+taken), so two runs on one machine do not touch each other's nodes.
 
 Node-to-node traffic crosses the bridge, so one `bridge` family nft table
 (forward hook, matched on the in and out ports) cuts exactly the pairs we
@@ -23,10 +26,6 @@ import shutil
 import subprocess
 
 PREFIX = "rqnem"
-BRIDGE = f"{PREFIX}0"
-HOST_IP = "10.77.0.254"
-NODE_TABLE = f"{PREFIX}_nodes"
-CLIENT_TABLE = f"{PREFIX}_clients"
 
 
 def unavailable():
@@ -38,16 +37,16 @@ def unavailable():
             return f"{tool} is not installed (apt-get install iproute2 nftables)"
     # Root is not always enough (a container without CAP_SYS_ADMIN, no
     # nf_tables): try both once.
-    probe = f"{PREFIX}-probe"
+    probe = f"{PREFIX}-probe-{os.getpid()}"
     try:
         made = _run("ip", "netns", "add", probe, check=False)
         if made.returncode != 0:
             return f"cannot make a network namespace: {made.stderr.strip()}"
-        table = _run("nft", "add", "table", "bridge", f"{PREFIX}_probe", check=False)
+        table = _run("nft", "add", "table", "bridge", f"{PREFIX}_probe_{os.getpid()}", check=False)
         if table.returncode != 0:
             return f"cannot add an nft bridge table: {table.stderr.strip()}"
     finally:
-        _run("nft", "delete", "table", "bridge", f"{PREFIX}_probe", check=False)
+        _run("nft", "delete", "table", "bridge", f"{PREFIX}_probe_{os.getpid()}", check=False)
         _run("ip", "netns", "del", probe, check=False)
     return None
 
@@ -60,6 +59,10 @@ def _nft(script):
     subprocess.run(["nft", "-f", "-"], input=script, capture_output=True, text=True, timeout=20, check=True)
 
 
+def _taken(tag):
+    return _run("ip", "link", "show", f"rq{tag}-br", check=False).returncode == 0
+
+
 class Netns:
     """Namespaces for nodes 1..size on one bridge."""
 
@@ -67,30 +70,42 @@ class Netns:
         self.size = size
         self.cut_pairs = set()
         self.cut_clients = set()
-        self.remove()
-        _run("ip", "link", "add", BRIDGE, "type", "bridge")
-        _run("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
-        _run("ip", "link", "set", BRIDGE, "up")
+        start = os.getpid() % 250
+        self.tag = next((1 + (start + i) % 250 for i in range(250) if not _taken(1 + (start + i) % 250)), None)
+        if self.tag is None:
+            raise RuntimeError("no free nemesis network tag (250 bridges rq*-br exist)")
+        self.bridge = f"rq{self.tag}-br"
+        self.host_ip = f"10.77.{self.tag}.254"
+        self.node_table = f"{PREFIX}_{self.tag}_nodes"
+        self.client_table = f"{PREFIX}_{self.tag}_clients"
+        try:
+            _run("ip", "link", "add", self.bridge, "type", "bridge")
+            _run("ip", "addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
+            _run("ip", "link", "set", self.bridge, "up")
+            self._add_nodes()
+        except BaseException:
+            self.remove()
+            raise
+
+    def _add_nodes(self):
+        size = self.size
         for node in range(1, size + 1):
             ns, veth = self.namespace(node), self.veth(node)
             _run("ip", "netns", "add", ns)
             _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _run("ip", "link", "set", veth, "master", BRIDGE, "up")
+            _run("ip", "link", "set", veth, "master", self.bridge, "up")
             _run("ip", "-n", ns, "addr", "add", f"{self.ip(node)}/24", "dev", "eth0")
             _run("ip", "-n", ns, "link", "set", "eth0", "up")
             _run("ip", "-n", ns, "link", "set", "lo", "up")
 
-    @staticmethod
-    def namespace(node):
-        return f"{PREFIX}-n{node}"
+    def namespace(self, node):
+        return f"rq{self.tag}-n{node}"
 
-    @staticmethod
-    def veth(node):
-        return f"{PREFIX}{node}"
+    def veth(self, node):
+        return f"rq{self.tag}-v{node}"
 
-    @staticmethod
-    def ip(node):
-        return f"10.77.0.{node}"
+    def ip(self, node):
+        return f"10.77.{self.tag}.{node}"
 
     def hosts(self):
         return {node: self.ip(node) for node in range(1, self.size + 1)}
@@ -114,17 +129,17 @@ class Netns:
     def heal(self):
         self.cut_pairs.clear()
         self.cut_clients.clear()
-        _run("nft", "delete", "table", "bridge", NODE_TABLE, check=False)
-        _run("nft", "delete", "table", "inet", CLIENT_TABLE, check=False)
+        _run("nft", "delete", "table", "bridge", self.node_table, check=False)
+        _run("nft", "delete", "table", "inet", self.client_table, check=False)
 
     def _apply_nodes(self):
         rules = []
         for a, b in sorted(self.cut_pairs):
             for x, y in ((a, b), (b, a)):
                 rules.append(f'    iifname "{self.veth(x)}" oifname "{self.veth(y)}" drop')
-        _run("nft", "delete", "table", "bridge", NODE_TABLE, check=False)
+        _run("nft", "delete", "table", "bridge", self.node_table, check=False)
         _nft(
-            f"table bridge {NODE_TABLE} {{\n"
+            f"table bridge {self.node_table} {{\n"
             f"  chain cut {{\n    type filter hook forward priority 0; policy accept;\n"
             + "\n".join(rules) + "\n  }\n}\n"
         )
@@ -134,9 +149,9 @@ class Netns:
         for node, port in sorted(self.cut_clients):
             out.append(f"    ip daddr {self.ip(node)} tcp dport {port} drop")
             inp.append(f"    ip saddr {self.ip(node)} tcp sport {port} drop")
-        _run("nft", "delete", "table", "inet", CLIENT_TABLE, check=False)
+        _run("nft", "delete", "table", "inet", self.client_table, check=False)
         _nft(
-            f"table inet {CLIENT_TABLE} {{\n"
+            f"table inet {self.client_table} {{\n"
             f"  chain out {{\n    type filter hook output priority 0; policy accept;\n" + "\n".join(out) + "\n  }\n"
             f"  chain inp {{\n    type filter hook input priority 0; policy accept;\n" + "\n".join(inp) + "\n  }\n}\n"
         )
@@ -145,10 +160,8 @@ class Netns:
 
     def remove(self):
         """Delete the tables, namespaces (their veths go with them) and the
-        bridge; also what a killed earlier run left behind."""
+        bridge of this run."""
         self.heal()
-        listed = _run("ip", "netns", "list", check=False).stdout.split()
-        for name in listed:
-            if name.startswith(f"{PREFIX}-n"):
-                _run("ip", "netns", "del", name, check=False)
-        _run("ip", "link", "del", BRIDGE, check=False)
+        for node in range(1, self.size + 1):
+            _run("ip", "netns", "del", self.namespace(node), check=False)
+        _run("ip", "link", "del", self.bridge, check=False)
