@@ -555,6 +555,9 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
 
 
 def main():
+    # SIGTERM (a timeout, a stopped CI job) unwinds like an exception, so
+    # the run's cleanup still removes its namespaces, mounts and nodes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, help="seed of the schedule (random if absent)")
     parser.add_argument("--faults", default=",".join(SHORT_RUN),
