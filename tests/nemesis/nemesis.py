@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
 from proton import Timeout  # noqa: E402
 
-from cluster import CONSUMER, PUBLISHER, ClientProcess, Cluster  # noqa: E402
+from cluster import CONSUMER, PUBLISHER, ClientProcess, Cluster, start_joining_node  # noqa: E402
 from helpers import TIMEOUT, connection  # noqa: E402
 import history  # noqa: E402
 import disks  # noqa: E402
@@ -72,6 +72,9 @@ EXIT_STORAGE_FAULT = 70
 # How long a drain waits for one more message before it calls a node empty.
 DRAIN_QUIET_S = 2.0
 SHORT_RUN = ["kill9-leader", "kill9-follower", "sigstop-leader", "isolate-leader", "fsync-eio"]
+# The third: a fourth node added and removed under load, and a follower
+# killed meanwhile (loopback).
+SHORT_RUN_3 = ["membership", "kill9-follower"]
 # The second fixed-seed run of the test command: real partitions, a full
 # disk, a write error (root only) and a clock jump.
 SHORT_RUN_2 = ["partition-bridge", "client-cut-leader", "disk-full", "write-eio", "clock-jump"]
@@ -81,6 +84,8 @@ EVERY_FAULT = SHORT_RUN + ["kill9-two", "partition-leader", "partition-bridge", 
 # Faults that need the nodes in network namespaces, or on loop disks.
 NEEDS_NETNS = {"partition-leader", "partition-bridge", "client-cut-leader"}
 NEEDS_DISKS = {"disk-full"}
+# Faults that need every node on loopback (a fourth node joins there).
+NEEDS_LOOPBACK = {"membership"}
 
 
 @dataclass
@@ -282,6 +287,28 @@ class Run:
 
         return heal
 
+    def membership(self, _nodes):
+        """A fourth node joins under load (`ramqp-ctl add-node`); the heal
+        removes it again (`remove-node`), waits until the three original
+        nodes see three members, and stops it (it must exit 0)."""
+        cluster = self.cluster
+        start_joining_node(cluster, 4)
+        cluster.ctl(1, "--timeout-ms", "90000", "add-node", "4", f"127.0.0.1:{cluster.fabric_port[4]}", timeout=90)
+        cluster.wait_healthy(nodes=[1, 2, 3, 4], timeout=HEALTHY_WITHIN_S)
+
+        def heal():
+            cluster.ctl(2, "--timeout-ms", "90000", "remove-node", "4", timeout=90)
+            cluster.wait_healthy(nodes=[1, 2, 3], timeout=HEALTHY_WITHIN_S)
+            process = cluster.nodes.pop(4)
+            code = process.stop()
+            if code != 0:
+                self.problems.append(f"node 4: exit {code} on SIGTERM after its removal")
+            for panic in process.panics():
+                self.problems.append(f"node 4 panicked: {panic}")
+            process.cleanup()
+
+        return heal
+
     def rolling_restart(self, nodes):
         """SIGTERM every node in turn (it hands its leaderships away and
         exits 0), restart it on its data, wait until the cluster is whole."""
@@ -378,6 +405,7 @@ class Run:
                                      lambda n: self.restart_with_clock(n, f"+0 x{rng.choice([0.5, 1.5, 2.0])}")),
                 lambda r: r.uniform(8.0, 12.0),
             ),
+            "membership": Fault("membership", None, lambda: self._on([4], self.membership), short_hold),
             "rolling-restart": Fault(
                 "rolling-restart", None, lambda: self._on(rng.sample(list(self.cluster.nodes), 3), self.rolling_restart),
                 lambda r: 0.5,
@@ -524,6 +552,9 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
     chosen = []
     for name in faults:
         why = catalogue[name].unavailable
+        if not why and name in NEEDS_LOOPBACK and nemesis.use_netns:
+            why = "a fourth node joins on loopback, and this run's nodes are in network namespaces " \
+                  "(run it apart from the partition faults)"
         if why:
             log(f"SKIP fault {name}: {why}")
         else:
