@@ -14,6 +14,12 @@ pub struct BrokerConfig {
     /// Address the AMQP listener binds. Port 0 picks a free port (the
     /// embedded default); `ramqp-brokerd` defaults to 127.0.0.1:5672.
     pub listen: SocketAddr,
+    /// Serve plain (non-TLS) AMQP on `listen`. Off needs `tls.listen`;
+    /// `ramqp-brokerd` turns it off when `--tls-listen` is given and
+    /// `--listen` is not.
+    pub listen_plain: bool,
+    /// TLS on the AMQP port.
+    pub tls: TlsConfig,
     /// Directory for the node's data. `None` creates a temporary directory
     /// that is removed when the broker is dropped.
     pub data_dir: Option<PathBuf>,
@@ -35,6 +41,8 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            listen_plain: true,
+            tls: TlsConfig::default(),
             data_dir: None,
             container_id: None,
             limits: Limits::default(),
@@ -96,33 +104,67 @@ impl Default for Limits {
     }
 }
 
+/// AMQP over TLS (rustls). The certificate files are read at start and
+/// again on `Broker::reload` (SIGHUP in `ramqp-brokerd`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Address of the TLS listener (amqps); none: no TLS listener. A
+    /// client may also start TLS on the plain listener with the AMQP TLS
+    /// protocol header (spec 5.2.1) when this is set.
+    pub listen: Option<SocketAddr>,
+    /// The server's certificate chain, PEM (leaf first).
+    pub cert_file: Option<PathBuf>,
+    /// The server's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates are verified
+    /// against. A client that presents a valid one may log in with SASL
+    /// EXTERNAL as its subject CN; clients without one may still use the
+    /// other mechanisms.
+    pub client_ca_file: Option<PathBuf>,
+}
+
 /// SASL settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SaslConfig {
     /// Offer ANONYMOUS, and accept connections that skip SASL entirely.
-    pub allow_anonymous: bool,
-    /// Users accepted by PLAIN.
+    /// Unset: on, unless `users_file` is given.
+    pub allow_anonymous: Option<bool>,
+    /// The users file: salted SCRAM-SHA-256 credentials and permissions
+    /// (`ramqp-ctl user add`). With one, PLAIN and SCRAM-SHA-256 are
+    /// checked against it and attaches are authorized by its permissions.
+    pub users_file: Option<PathBuf>,
+    /// Deprecated: plaintext users for PLAIN, with every permission. They
+    /// are hashed at start-up; `ramqp-brokerd` warns when any are set.
+    /// Use `users_file` instead.
     pub users: Vec<User>,
 }
 
-impl Default for SaslConfig {
-    fn default() -> Self {
-        SaslConfig {
-            allow_anonymous: true,
-            users: Vec::new(),
-        }
+impl SaslConfig {
+    /// Whether anonymous connections are accepted.
+    pub fn anonymous_allowed(&self) -> bool {
+        self.allow_anonymous.unwrap_or(self.users_file.is_none())
     }
 }
 
-/// One PLAIN user.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+/// One plaintext PLAIN user (deprecated, see [`SaslConfig::users`]).
+#[derive(Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct User {
     /// Login name.
     pub username: String,
-    /// Password, compared in constant time.
+    /// Password.
     pub password: String,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
 }
 
 /// Queue settings.

@@ -4,7 +4,7 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below it; the
 //! test `tests/architecture.rs` checks it, `docs/architecture.md` says why):
-//! `codec`; `config`, `crash_point`, `lock_order` and `process`; `net` and `queue`; `engine`; `raft`; `quorum` and
+//! `codec`; `config`, `crash_point`, `lock_order` and `process`; `net`, `queue`, `paging`, `auth` and `tls`; `engine`; `raft`; `quorum` and
 //! `meta`; `forward`; `admin`; `node`.
 //!
 //! Features: `test-cluster` adds `Cluster`, several nodes in one process
@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod auth;
 pub mod codec;
 pub mod config;
 pub mod crash_point;
@@ -25,6 +26,7 @@ pub mod process;
 pub mod queue;
 pub mod quorum;
 pub mod raft;
+pub mod tls;
 
 mod engine;
 mod forward;
@@ -34,4 +36,4 @@ mod node;
 pub use config::BrokerConfig;
 #[cfg(feature = "test-cluster")]
 pub use node::Cluster;
-pub use node::{Broker, BrokerError, FatalError};
+pub use node::{Broker, BrokerError, FatalError, Reloaded};

@@ -18,7 +18,7 @@ use ramqpd_broker::config::User;
 use ramqpd_broker::BrokerConfig;
 
 fn users_only(config: &mut BrokerConfig) {
-    config.sasl.allow_anonymous = false;
+    config.sasl.allow_anonymous = Some(false);
     config.sasl.users = vec![User {
         username: "alice".into(),
         password: "s3cret".into(),
@@ -112,8 +112,8 @@ async fn plain_with_a_wrong_password_fails() {
     let mechanisms = raw.sasl_start().await;
     assert_eq!(
         mechanisms,
-        vec!["PLAIN".to_string()],
-        "only PLAIN is offered"
+        vec!["SCRAM-SHA-256".to_string(), "PLAIN".to_string()],
+        "only SCRAM-SHA-256 and PLAIN are offered"
     );
     assert_eq!(
         raw.sasl_init("PLAIN", Some(b"\0alice\0nope")).await,
@@ -172,7 +172,7 @@ async fn anonymous_refused_when_disabled() {
 async fn anonymous_and_plain_both_work_when_allowed() {
     let broker = start_with(|c| {
         users_only(c);
-        c.sasl.allow_anonymous = true;
+        c.sasl.allow_anonymous = Some(true);
     })
     .await;
     let mut connection = open_with_profile(&broker, Some(SaslProfile::Anonymous))
@@ -190,7 +190,11 @@ async fn anonymous_and_plain_both_work_when_allowed() {
     mechanisms.sort();
     assert_eq!(
         mechanisms,
-        vec!["ANONYMOUS".to_string(), "PLAIN".to_string()]
+        vec![
+            "ANONYMOUS".to_string(),
+            "PLAIN".to_string(),
+            "SCRAM-SHA-256".to_string()
+        ]
     );
     drop(raw);
     stop(broker).await;

@@ -50,6 +50,16 @@ const LAYERS: &[(&str, u32, &str)] = &[
         "message bodies in segment files, knows no queue",
     ),
     (
+        "auth",
+        2,
+        "credentials, SCRAM, permissions, the login throttle; knows no frame",
+    ),
+    (
+        "tls",
+        2,
+        "TLS on the AMQP port: certificates, reload, the first bytes",
+    ),
+    (
         "engine",
         3,
         "AMQP connections, sessions and links over the Queue trait",

@@ -37,8 +37,13 @@ docs/operations.md for all of them):
     idle_timeout_ms = 60000
 
     [sasl]
+    users_file = \"/etc/ramqp/users.toml\"   # ramqp-ctl user add --file ...
     allow_anonymous = false
-    users = [{ username = \"app\", password = \"s3cret\" }]
+
+    [tls]
+    listen = \"0.0.0.0:5671\"
+    cert_file = \"/etc/ramqp/server.pem\"
+    key_file = \"/etc/ramqp/server.key\"
 
     [queues]
     auto_create = false
@@ -52,13 +57,15 @@ docs/operations.md for all of them):
     fabric_listen = \"127.0.0.1:5682\"
     peers = [\"2=127.0.0.1:5683\", \"3=127.0.0.1:5684\"]
 
-Signals: SIGTERM or SIGINT close every connection with amqp:connection:forced
-and exit 0 (in cluster mode after handing away the leadership of every
+Signals: SIGHUP re-reads the TLS certificate, key and client CA and the users
+file (new connections use them). SIGTERM or SIGINT close every connection with
+amqp:connection:forced and exit 0 (in cluster mode after handing away the leadership of every
 queue this node leads). Exit code 2 means the configuration was rejected;
 70 that the node stopped on a storage fault (a failed write or fsync, a full
 disk) and must be restarted to recover from its data directory.
-Once listening, exactly one line `ramqp-brokerd listening on <addr>` is
-printed to stdout; logs go to stderr.";
+Once listening, the line `ramqp-brokerd listening on <addr>` is printed to
+stdout (the plain listener, or the TLS one if there is no plain one), then,
+with TLS, `ramqp-brokerd tls listening on <addr>`; logs go to stderr.";
 
 /// The `ramqp-brokerd` command line.
 #[derive(Debug, Clone, Default, Parser)]
@@ -97,10 +104,54 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
 
-    /// A SASL PLAIN user as NAME:PASSWORD (split at the first ':').
-    /// Repeatable; in the environment variable separate users with ','.
-    /// Added to the config file's [sasl] users; a flag user replaces a file
-    /// user of the same name.
+    /// Address of the TLS (amqps) listener; needs --tls-cert and --tls-key.
+    /// Without --listen (flag, variable or file) there is then no plain
+    /// listener. Clients may also start TLS on the plain listener with
+    /// the AMQP TLS header (`[tls] listen`) [default: none].
+    #[arg(long, env = "RAMQP_TLS_LISTEN", value_name = "HOST:PORT", value_parser = parse_listen)]
+    pub tls_listen: Option<SocketAddr>,
+
+    /// The server's certificate chain, PEM, leaf first; re-read on SIGHUP
+    /// (`[tls] cert_file`).
+    #[arg(long, env = "RAMQP_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The server's private key, PEM; re-read on SIGHUP (`[tls] key_file`).
+    #[arg(long, env = "RAMQP_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
+    /// CA certificates (PEM) that client certificates are verified
+    /// against; a client with a valid one may log in with SASL EXTERNAL as
+    /// its subject CN (a user of --users, if given). Re-read on SIGHUP
+    /// (`[tls] client_ca_file`).
+    #[arg(long, env = "RAMQP_TLS_CLIENT_CA", value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// The users file: salted SCRAM-SHA-256 credentials and permissions,
+    /// managed with `ramqp-ctl user add|delete|list --file FILE`. PLAIN and
+    /// SCRAM-SHA-256 are checked against it, attaches authorized by its
+    /// permissions, and ANONYMOUS is off unless --allow-anonymous.
+    /// Re-read on SIGHUP (`[sasl] users_file`).
+    #[arg(long, env = "RAMQP_USERS", value_name = "FILE")]
+    pub users: Option<PathBuf>,
+
+    /// Accept SASL ANONYMOUS (and connections without SASL) even with a
+    /// users file; they get the permissions of its user "anonymous", or
+    /// none (`[sasl] allow_anonymous = true`).
+    #[arg(
+        long,
+        env = "RAMQP_ALLOW_ANONYMOUS",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new(),
+        conflicts_with = "no_anonymous"
+    )]
+    pub allow_anonymous: bool,
+
+    /// Deprecated (use --users): a SASL PLAIN user as NAME:PASSWORD (split
+    /// at the first ':'), with every permission. Repeatable; in the
+    /// environment variable separate users with ','. Added to the config
+    /// file's [sasl] users; a flag user replaces a file user of the same
+    /// name.
     #[arg(
         long,
         env = "RAMQP_SASL_USER",
@@ -112,8 +163,8 @@ pub struct Cli {
     )]
     pub sasl_user: Vec<UserArg>,
 
-    /// Refuse SASL ANONYMOUS and connections without SASL; needs at least
-    /// one user (--sasl-user or [sasl] users).
+    /// Refuse SASL ANONYMOUS and connections without SASL; needs some way
+    /// to log in (--users, --sasl-user or --tls-client-ca).
     #[arg(
         long,
         env = "RAMQP_NO_ANONYMOUS",
@@ -358,6 +409,19 @@ mod tests {
             "RAMQP_PEERS",
             "--cluster-name",
             "RAMQP_CLUSTER_NAME",
+            "--tls-listen",
+            "RAMQP_TLS_LISTEN",
+            "--tls-cert",
+            "RAMQP_TLS_CERT",
+            "--tls-key",
+            "RAMQP_TLS_KEY",
+            "--tls-client-ca",
+            "RAMQP_TLS_CLIENT_CA",
+            "--users",
+            "RAMQP_USERS",
+            "--allow-anonymous",
+            "RAMQP_ALLOW_ANONYMOUS",
+            "SIGHUP",
             "[limits]",
         ] {
             assert!(help.contains(needle), "--help lacks {needle}:\n{help}");

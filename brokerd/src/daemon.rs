@@ -1,5 +1,6 @@
 //! The daemon's life cycle: start the broker, announce readiness on stdout,
-//! wait for SIGINT or SIGTERM, shut down gracefully; or, on a fatal storage
+//! re-read the TLS files and the users file on SIGHUP, wait for SIGINT or
+//! SIGTERM, shut down gracefully; or, on a fatal storage
 //! fault of the broker (`Broker::fatal`), exit at once with
 //! [`EXIT_STORAGE_FAULT`] (fail-stop, see docs/operations.md "Disk errors").
 
@@ -78,9 +79,14 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
     // may send SIGTERM the moment it reads that line, and the default
     // action would kill the process without a graceful shutdown.
     let mut signals = Signals::install()?;
+    // SIGHUP's default action would kill the process too.
+    let mut hangup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
 
     let broker = Broker::start(config).await.map_err(|error| match error {
         BrokerError::Config(message) => Failure::Config(message),
+        // A missing or bad certificate or users file is the operator's
+        // configuration too.
+        error @ (BrokerError::Tls(_) | BrokerError::Auth(_)) => Failure::Config(error.to_string()),
         other => Failure::Runtime(anyhow::Error::new(other).context("starting the broker")),
     })?;
     tracing::info!(
@@ -90,9 +96,14 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
     );
     announce(&broker);
 
-    let first = tokio::select! {
-        stop = signals.next() => stop,
-        error = broker.fatal() => fail_stop(&error),
+    let fatal = broker.fatal();
+    tokio::pin!(fatal);
+    let first = loop {
+        tokio::select! {
+            stop = signals.next() => break stop,
+            error = &mut fatal => fail_stop(&error),
+            _ = hangup.recv() => reload(&broker),
+        }
     };
     tracing::info!(signal = first.name(), "shutting down: closing connections");
     let shutdown = broker.shutdown();
@@ -117,6 +128,26 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
     Ok(())
 }
 
+/// SIGHUP: read the TLS files and the users file again. A part that fails
+/// keeps what it had; the error is logged and the broker goes on.
+fn reload(broker: &Broker) {
+    let reloaded = broker.reload();
+    match reloaded.tls {
+        Some(Ok(())) => tracing::info!("SIGHUP: TLS certificate, key and client CA reloaded"),
+        Some(Err(error)) => {
+            tracing::error!(%error, "SIGHUP: TLS reload failed; keeping the old certificates")
+        }
+        None => {}
+    }
+    match reloaded.users {
+        Some(Ok(users)) => tracing::info!(users, "SIGHUP: users file reloaded"),
+        Some(Err(error)) => {
+            tracing::error!(%error, "SIGHUP: users file reload failed; keeping the old users")
+        }
+        None => {}
+    }
+}
+
 /// Fail-stop: log the fault, print one line on stderr, exit with
 /// [`EXIT_STORAGE_FAULT`] at once. No graceful shutdown and no destructors:
 /// the log store must not be written again by this process (its in-memory
@@ -135,8 +166,11 @@ fn fail_stop(error: &FatalError) -> ! {
 /// stdout to a pipe is block-buffered and the reader would hang.
 fn announce(broker: &Broker) {
     let mut stdout = std::io::stdout().lock();
-    let written = writeln!(stdout, "ramqp-brokerd listening on {}", broker.local_addr())
-        .and_then(|()| stdout.flush());
+    let mut written = writeln!(stdout, "ramqp-brokerd listening on {}", broker.local_addr());
+    if let Some(tls) = broker.tls_addr() {
+        written = written.and_then(|()| writeln!(stdout, "ramqp-brokerd tls listening on {tls}"));
+    }
+    let written = written.and_then(|()| stdout.flush());
     if let Err(error) = written {
         // Nobody reading stdout (closed pipe) must not stop the broker.
         tracing::warn!(%error, "cannot write the readiness line to stdout");

@@ -56,13 +56,23 @@ fn main() -> ExitCode {
             .data_dir
             .as_deref()
             .map_or_else(|| "<temporary>".into(), |dir| dir.display().to_string()),
-        anonymous = broker_config.sasl.allow_anonymous,
-        users = broker_config.sasl.users.len(),
+        tls_listen = ?broker_config.tls.listen,
+        plain_listener = broker_config.listen_plain,
+        anonymous = broker_config.sasl.anonymous_allowed(),
+        users_file = ?broker_config.sasl.users_file,
         auto_create = broker_config.queues.auto_create,
         max_frame_size = broker_config.limits.max_frame_size_bytes,
         idle_timeout_ms = broker_config.limits.idle_timeout_ms,
         "starting ramqp-brokerd"
     );
+
+    if !broker_config.sasl.users.is_empty() {
+        tracing::warn!(
+            users = broker_config.sasl.users.len(),
+            "plaintext [sasl] users / --sasl-user are deprecated: they get every permission; \
+             move them to a users file (ramqp-ctl user add --file FILE ...; --users FILE)"
+        );
+    }
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -63,6 +63,9 @@ pub struct Settings {
     pub broker: BrokerConfig,
     /// Logging set-up.
     pub log: LogConfig,
+    /// The config file set `listen` (so a TLS listener does not turn the
+    /// plain one off).
+    pub listen_given: bool,
 }
 
 impl Default for Settings {
@@ -75,6 +78,7 @@ impl Default for Settings {
                 ..BrokerConfig::default()
             },
             log: LogConfig::default(),
+            listen_given: false,
         }
     }
 }
@@ -148,7 +152,11 @@ pub fn parse_file(text: &str) -> Result<Settings, toml::de::Error> {
     if broker.data_dir.is_none() {
         broker.data_dir = Some(PathBuf::from(DEFAULT_DATA_DIR));
     }
-    Ok(Settings { broker, log })
+    Ok(Settings {
+        broker,
+        log,
+        listen_given,
+    })
 }
 
 /// Only the `log` entry of the document.
@@ -161,9 +169,32 @@ struct LogSection {
 /// Lay the flags (or, where a flag is absent, its environment variable, as
 /// clap resolved it) over `settings`.
 pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
+    let listen_given = settings.listen_given;
     let broker = &mut settings.broker;
     if let Some(listen) = cli.listen {
         broker.listen = listen;
+    }
+    if let Some(addr) = cli.tls_listen {
+        broker.tls.listen = Some(addr);
+    }
+    if let Some(path) = &cli.tls_cert {
+        broker.tls.cert_file = Some(path.clone());
+    }
+    if let Some(path) = &cli.tls_key {
+        broker.tls.key_file = Some(path.clone());
+    }
+    if let Some(path) = &cli.tls_client_ca {
+        broker.tls.client_ca_file = Some(path.clone());
+    }
+    // A TLS listener alone: nobody asked for the plain one.
+    if broker.tls.listen.is_some() && cli.listen.is_none() && !listen_given {
+        broker.listen_plain = false;
+    }
+    if let Some(path) = &cli.users {
+        broker.sasl.users_file = Some(path.clone());
+    }
+    if cli.allow_anonymous {
+        broker.sasl.allow_anonymous = Some(true);
     }
     if let Some(dir) = &cli.data_dir {
         broker.data_dir = Some(dir.clone());
@@ -198,7 +229,7 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     // Switches can only turn a feature off: an absent switch means "not
     // set here", so the file's value stands.
     if cli.no_anonymous {
-        broker.sasl.allow_anonymous = false;
+        broker.sasl.allow_anonymous = Some(false);
     }
     if cli.no_auto_create {
         broker.queues.auto_create = false;

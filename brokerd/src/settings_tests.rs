@@ -26,6 +26,12 @@ const OUR_VARS: &[&str] = &[
     "RAMQP_CLUSTER_NAME",
     "RAMQP_ALLOW_FAULT_INJECTION",
     "RAMQP_JOIN",
+    "RAMQP_TLS_LISTEN",
+    "RAMQP_TLS_CERT",
+    "RAMQP_TLS_KEY",
+    "RAMQP_TLS_CLIENT_CA",
+    "RAMQP_USERS",
+    "RAMQP_ALLOW_ANONYMOUS",
 ];
 
 /// Parse `args` with exactly the given RAMQP_* variables set.
@@ -78,7 +84,7 @@ fn no_arguments_give_a_usable_single_node() {
     let settings = resolve(&parse(&[])).unwrap();
     assert_eq!(settings.broker.listen, "127.0.0.1:5672".parse().unwrap());
     assert_eq!(settings.broker.data_dir, Some(PathBuf::from("ramqp-data")));
-    assert!(settings.broker.sasl.allow_anonymous);
+    assert!(settings.broker.sasl.anonymous_allowed());
     assert!(settings.broker.queues.auto_create);
     assert_eq!(settings.log, LogConfig::default());
 }
@@ -187,7 +193,7 @@ fn flags_override_file() {
     assert_eq!(broker.data_dir, Some(PathBuf::from("/tmp/x")));
     assert_eq!(broker.limits.max_frame_size_bytes, 4096);
     assert_eq!(broker.limits.idle_timeout_ms, 1000);
-    assert!(!broker.sasl.allow_anonymous);
+    assert!(!broker.sasl.anonymous_allowed());
     assert!(!broker.queues.auto_create);
     assert_eq!(settings.log.level, "debug");
     assert_eq!(settings.log.format, LogFormat::Text);
@@ -201,7 +207,7 @@ fn absent_flags_keep_file_values() {
     assert_eq!(settings.broker.listen, "0.0.0.0:6000".parse().unwrap());
     assert_eq!(settings.broker.limits.max_frame_size_bytes, 65536);
     assert_eq!(settings.log.format, LogFormat::Json);
-    assert!(settings.broker.sasl.allow_anonymous);
+    assert!(settings.broker.sasl.anonymous_allowed());
 }
 
 #[test]
@@ -244,7 +250,7 @@ fn env_overrides_file_and_flag_overrides_env() {
     assert_eq!(broker.data_dir, Some(PathBuf::from("/env/dir")));
     assert_eq!(broker.limits.max_frame_size_bytes, 8192);
     assert_eq!(broker.limits.idle_timeout_ms, 2000);
-    assert!(!broker.sasl.allow_anonymous);
+    assert!(!broker.sasl.anonymous_allowed());
     assert!(!broker.queues.auto_create);
     assert!(broker
         .sasl
@@ -323,7 +329,7 @@ fn after_help_example_parses() {
         .collect();
     assert!(example.contains("[queues]"), "{example}");
     let settings = parse_file(&example).unwrap();
-    assert!(!settings.broker.sasl.allow_anonymous);
+    assert!(!settings.broker.sasl.anonymous_allowed());
     assert_eq!(settings.log.format, LogFormat::Json);
 }
 
@@ -398,4 +404,93 @@ fn paging_budgets_come_from_flags() {
         defaults.broker.quorum.resident_budget_bytes,
         64 * 1024 * 1024
     );
+}
+
+#[test]
+fn tls_alone_turns_the_plain_listener_off() {
+    let tls = [
+        "--tls-listen",
+        "127.0.0.1:5671",
+        "--tls-cert",
+        "/etc/ramqp/server.pem",
+        "--tls-key",
+        "/etc/ramqp/server.key",
+        "--tls-client-ca",
+        "/etc/ramqp/ca.pem",
+    ];
+    let broker = apply_cli(Settings::default(), &parse(&tls)).broker;
+    assert_eq!(broker.tls.listen, Some("127.0.0.1:5671".parse().unwrap()));
+    assert_eq!(
+        broker.tls.cert_file.as_deref(),
+        Some(Path::new("/etc/ramqp/server.pem"))
+    );
+    assert_eq!(
+        broker.tls.key_file.as_deref(),
+        Some(Path::new("/etc/ramqp/server.key"))
+    );
+    assert_eq!(
+        broker.tls.client_ca_file.as_deref(),
+        Some(Path::new("/etc/ramqp/ca.pem"))
+    );
+    assert!(!broker.listen_plain);
+    // --listen beside it keeps the plain listener, as does `listen` in
+    // the file.
+    let mut both = tls.to_vec();
+    both.extend(["--listen", "127.0.0.1:5672"]);
+    assert!(
+        apply_cli(Settings::default(), &parse(&both))
+            .broker
+            .listen_plain
+    );
+    let file = parse_file("listen = \"127.0.0.1:5672\"\n").unwrap();
+    assert!(apply_cli(file, &parse(&tls)).broker.listen_plain);
+    // The same from the environment and the [tls] table.
+    let env = parse_with_env(
+        &[],
+        &[
+            ("RAMQP_TLS_LISTEN", "127.0.0.1:5671"),
+            ("RAMQP_TLS_CERT", "/c.pem"),
+            ("RAMQP_TLS_KEY", "/k.pem"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        apply_cli(Settings::default(), &env)
+            .broker
+            .tls
+            .key_file
+            .as_deref(),
+        Some(Path::new("/k.pem"))
+    );
+    let table =
+        parse_file("[tls]\nlisten = \"127.0.0.1:5671\"\ncert_file = \"/c\"\nkey_file = \"/k\"\n")
+            .unwrap();
+    assert_eq!(table.broker.tls.cert_file.as_deref(), Some(Path::new("/c")));
+}
+
+#[test]
+fn a_users_file_turns_anonymous_off_unless_asked() {
+    let broker = apply_cli(Settings::default(), &parse(&["--users", "/etc/u.toml"])).broker;
+    assert_eq!(
+        broker.sasl.users_file.as_deref(),
+        Some(Path::new("/etc/u.toml"))
+    );
+    assert!(!broker.sasl.anonymous_allowed());
+    let broker = apply_cli(
+        Settings::default(),
+        &parse(&["--users", "/etc/u.toml", "--allow-anonymous"]),
+    )
+    .broker;
+    assert!(broker.sasl.anonymous_allowed());
+    let env = parse_with_env(
+        &[],
+        &[("RAMQP_USERS", "/u"), ("RAMQP_ALLOW_ANONYMOUS", "1")],
+    )
+    .unwrap();
+    let broker = apply_cli(Settings::default(), &env).broker;
+    assert_eq!(broker.sasl.users_file.as_deref(), Some(Path::new("/u")));
+    assert!(broker.sasl.anonymous_allowed());
+    let file = parse_file("[sasl]\nusers_file = \"/u\"\n").unwrap();
+    assert!(!file.broker.sasl.anonymous_allowed());
+    assert!(parse_with_env(&["--allow-anonymous", "--no-anonymous"], &[]).is_err());
 }

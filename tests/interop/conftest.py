@@ -27,6 +27,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_PREFIX = "ramqp-brokerd listening on "
+# The second stdout line of a broker started with --tls-listen.
+TLS_READY_PREFIX = "ramqp-brokerd tls listening on "
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 
@@ -109,6 +111,7 @@ class BrokerProcess:
             raise
         if addr is None:
             return self.proc.returncode
+        addr, self.tls_addr = addr
         self.addr = addr
         host, _, port = self.addr.rpartition(":")
         self.host = host
@@ -156,10 +159,18 @@ class BrokerProcess:
                     return None
                 pytest.fail(f"ramqp-brokerd exited with {code} before listening\n{self.stderr_tail()}")
             buffered += chunk
-            if b"\n" in buffered:
-                line = buffered.split(b"\n", 1)[0].decode()
-                assert line.startswith(READY_PREFIX), f"unexpected first stdout line: {line!r}"
-                return line[len(READY_PREFIX):].strip()
+            lines = buffered.split(b"\n")[:-1]
+            if not lines:
+                continue
+            line = lines[0].decode()
+            assert line.startswith(READY_PREFIX), f"unexpected first stdout line: {line!r}"
+            addr = line[len(READY_PREFIX):].strip()
+            if "--tls-listen" not in self.args:
+                return addr, None
+            if len(lines) >= 2:
+                tls_line = lines[1].decode()
+                assert tls_line.startswith(TLS_READY_PREFIX), f"unexpected second stdout line: {tls_line!r}"
+                return addr, tls_line[len(TLS_READY_PREFIX):].strip()
 
     def stderr_tail(self, lines: int = 60) -> str:
         self._stderr.flush()

@@ -75,6 +75,14 @@ impl State {
                 format!("handle {} is already attached", attach.handle),
             ));
         }
+        if let Err(error) = self.authorize_attach(&attach) {
+            let ours = match attach.role {
+                Role::Sender => Role::Receiver,
+                Role::Receiver => Role::Sender,
+            };
+            self.refuse(channel, attach, ours, error, out);
+            return Ok(());
+        }
         match attach.role {
             // The peer sends: we are the receiver, the target names the queue.
             Role::Sender => self.attach_publisher(channel, attach, out),

@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::error::ConnectionError;
-use super::handshake::{self, Identity};
+use super::handshake;
 use super::outbox::Outbox;
+use super::sasl::SaslPeer;
 use super::state::State;
+use super::transport::{ByteStream, Transport};
 use super::ConnectionContext;
 use crate::codec::definitions::condition;
 use crate::codec::frame::{decode_frame, MIN_MAX_FRAME_SIZE};
@@ -35,8 +36,11 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
 pub(super) struct Connection {
-    stream: TcpStream,
+    stream: Box<dyn ByteStream>,
     peer: SocketAddr,
+    secure: bool,
+    client_name: Option<String>,
+    accepted_at: Instant,
     context: Arc<ConnectionContext>,
     admitted: bool,
     shutdown: watch::Receiver<bool>,
@@ -47,21 +51,23 @@ pub(super) struct Connection {
 
 impl Connection {
     pub(super) fn new(
-        stream: TcpStream,
-        peer: SocketAddr,
+        transport: Transport,
         context: Arc<ConnectionContext>,
         admitted: bool,
         shutdown: watch::Receiver<bool>,
     ) -> Connection {
-        // Latency over batching: frames are already batched per flush.
-        let _ = stream.set_nodelay(true);
+        let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        buf.extend_from_slice(&transport.prefix);
         Connection {
-            stream,
-            peer,
+            stream: transport.stream,
+            peer: transport.peer,
+            secure: transport.secure,
+            client_name: transport.client_name,
+            accepted_at: transport.accepted_at,
             context,
             admitted,
             shutdown,
-            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            buf,
             out: Outbox::default(),
             sent_open: false,
         }
@@ -69,19 +75,24 @@ impl Connection {
 
     pub(super) async fn run(mut self) {
         let limits = &self.context.limits;
-        let deadline = Instant::now() + Duration::from_millis(limits.handshake_timeout_ms);
-        let identity = match tokio::time::timeout_at(
+        let deadline = self.accepted_at + Duration::from_millis(limits.handshake_timeout_ms);
+        let peer = SaslPeer {
+            addr: self.peer,
+            client_name: self.client_name.as_deref(),
+        };
+        let login = match tokio::time::timeout_at(
             deadline,
             handshake::run(
-                &mut self.stream,
+                &mut *self.stream,
                 &mut self.buf,
                 &mut self.out,
-                &self.context.sasl,
+                &self.context.auth,
+                &peer,
             ),
         )
         .await
         {
-            Ok(Ok(identity)) => identity,
+            Ok(Ok(login)) => login,
             Ok(Err(error)) => {
                 tracing::debug!(peer = %self.peer, %error, "handshake failed");
                 self.linger_close().await;
@@ -106,12 +117,8 @@ impl Connection {
                     .await;
             }
         };
-        let user = match &identity {
-            Identity::Anonymous => None,
-            Identity::User(user) => Some(user.as_str()),
-        };
-        tracing::debug!(peer = %self.peer, user, container = %open.container_id, "connection open");
-        let result = self.serve_open(*open).await;
+        tracing::debug!(peer = %self.peer, user = login.user.as_deref(), tls = self.secure, container = %open.container_id, "connection open");
+        let result = self.serve_open(*open, login.permissions).await;
         match result {
             Err(ConnectionError::ClosedByPeer) => {
                 self.out.frame(0, &Performative::Close(Close::default()));
@@ -179,7 +186,11 @@ impl Connection {
     }
 
     /// Serve an opened connection until it ends.
-    async fn serve_open(&mut self, open: Open) -> Result<(), ConnectionError> {
+    async fn serve_open(
+        &mut self,
+        open: Open,
+        permissions: crate::auth::Permissions,
+    ) -> Result<(), ConnectionError> {
         self.send_open();
         if !self.admitted {
             return Err(ConnectionError::protocol(
@@ -203,6 +214,7 @@ impl Connection {
             sink,
             open.max_frame_size,
             limits.channel_max.min(open.channel_max),
+            permissions,
         );
         let result = self
             .event_loop(&mut state, &mut events, &limits, open.idle_time_out)
@@ -247,7 +259,10 @@ impl Connection {
                     } => {
                         tracing::trace!(peer = %self.peer, channel = frame.channel, ?performative, "received");
                         if let Performative::Attach(attach) = &performative {
-                            self.prepare_queue(attach).await;
+                            // A refused attach must not create its queue.
+                            if state.authorize_attach(attach).is_ok() {
+                                self.prepare_queue(attach).await;
+                            }
                         }
                         state.on_frame(frame.channel, performative, payload, &mut self.out)?;
                         if let Some(wait) = &state.relay_wait {
@@ -269,7 +284,7 @@ impl Connection {
             }
             state.finish_batch(&mut self.out);
             if !self.out.is_empty() {
-                self.out.flush(&mut self.stream).await?;
+                self.out.flush(&mut *self.stream).await?;
                 last_write = Instant::now();
             }
             if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
@@ -361,7 +376,7 @@ impl Connection {
     /// Write what is pending, half-close, and read until the peer closes
     /// too (bounded), so our last frames are not lost to a reset.
     async fn linger_close(&mut self) {
-        let stream = &mut self.stream;
+        let stream = &mut *self.stream;
         let out = &mut self.out;
         let _ = tokio::time::timeout(CLOSE_LINGER, async {
             if out.flush(stream).await.is_err() {

@@ -7,6 +7,7 @@
 //! nothing of how a queue stores or replicates messages.
 
 mod attach;
+mod authorize;
 mod connection;
 mod deliver;
 mod error;
@@ -14,39 +15,41 @@ mod handshake;
 mod link;
 mod outbox;
 mod relay;
+mod sasl;
 mod session;
 mod state;
 mod transfer;
+mod transport;
 mod unsettled;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
-use crate::config::{Limits, SaslConfig};
+pub(crate) use transport::{ByteStream, Transport};
+
+use crate::auth::Authenticator;
+use crate::config::Limits;
 use crate::queue::QueueDirectory;
 
 /// What every connection of a broker shares.
 pub(crate) struct ConnectionContext {
     pub(crate) container_id: String,
     pub(crate) limits: Limits,
-    pub(crate) sasl: SaslConfig,
+    pub(crate) auth: Arc<Authenticator>,
     pub(crate) queues: Arc<dyn QueueDirectory>,
 }
 
-/// Serve one accepted TCP connection until it closes. `permit` is `None`
-/// when the broker is at its connection limit: the peer then gets a clean
-/// close with amqp:resource-limit-exceeded.
+/// Serve one accepted connection (TCP or TLS, see [`Transport`]) until it
+/// closes. `permit` is `None` when the broker is at its connection limit:
+/// the peer then gets a clean close with amqp:resource-limit-exceeded.
 pub(crate) async fn serve(
-    stream: TcpStream,
-    peer: SocketAddr,
+    transport: Transport,
     context: Arc<ConnectionContext>,
     permit: Option<OwnedSemaphorePermit>,
     shutdown: watch::Receiver<bool>,
 ) {
-    connection::Connection::new(stream, peer, context, permit.is_some(), shutdown)
+    connection::Connection::new(transport, context, permit.is_some(), shutdown)
         .run()
         .await;
     drop(permit);

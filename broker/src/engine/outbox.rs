@@ -8,7 +8,8 @@ use std::io::IoSlice;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+
+use super::transport::ByteStream;
 
 use crate::codec::frame::{encode_amqp_frame, encode_empty_frame, encode_sasl_frame};
 use crate::codec::{Performative, SaslFrame};
@@ -73,10 +74,10 @@ impl Outbox {
     }
 
     /// Write everything out.
-    pub(crate) async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    pub(crate) async fn flush(&mut self, mut stream: &mut dyn ByteStream) -> std::io::Result<()> {
         if self.chunks.is_empty() {
             // The common case: one buffer, one write.
-            stream.write_all_buf(&mut self.buf).await?;
+            (&mut stream).write_all_buf(&mut self.buf).await?;
             self.buf.clear();
             return Ok(());
         }

@@ -41,6 +41,8 @@ pub(crate) struct State {
     /// A relayed message whose address the connection task must prepare
     /// before the next frame (`relay.rs`).
     pub(crate) relay_wait: Option<super::relay::RelayWait>,
+    /// What the logged-in user may do (see `authorize.rs`).
+    pub(crate) permissions: crate::auth::Permissions,
 }
 
 impl State {
@@ -49,6 +51,7 @@ impl State {
         sink: Sink,
         remote_max_frame_size: u32,
         channel_max: u16,
+        permissions: crate::auth::Permissions,
     ) -> State {
         State {
             context,
@@ -60,6 +63,7 @@ impl State {
             channel_max,
             ending: HashSet::new(),
             relay_wait: None,
+            permissions,
         }
     }
 

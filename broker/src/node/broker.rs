@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use super::accept::{accept_loop, SHUTDOWN_GRACE};
+use super::accept::{accept_loop, Listeners, SHUTDOWN_GRACE};
 use super::data_dir::DataDir;
 use super::dispatcher::NodeDispatcher;
 use super::fabric::{FabricSettings, FabricTransport};
@@ -22,6 +22,7 @@ use super::registry::Registry;
 use super::replica_sets::MetadataReplicaSets;
 use super::startup::{effective_quorum_config, initial_members, validate};
 use crate::admin::{AdminHandler, AdminService};
+use crate::auth::{AuthError, Authenticator};
 use crate::config::{BrokerConfig, QuorumConfig};
 use crate::engine::ConnectionContext;
 use crate::forward::{Forwarder, LocalQueues, PeerAsker};
@@ -29,6 +30,7 @@ use crate::meta::{MetaOptions, Metadata};
 use crate::net::{LocalTransport, NodeHandler, NodeTransport};
 use crate::queue::{QueueDirectory, QueueStats};
 use crate::quorum::QuorumNode;
+use crate::tls::{TlsError, TlsServer};
 
 /// Errors from starting or stopping a broker.
 #[derive(Debug, thiserror::Error)]
@@ -61,11 +63,30 @@ pub enum BrokerError {
     /// The cluster metadata could not be opened.
     #[error("cluster metadata: {0}")]
     Metadata(#[from] crate::meta::MetaError),
+    /// The TLS certificate, key or client CA could not be used.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The users file (or the plaintext users) could not be used.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+}
+
+/// What [`Broker::reload`] did: `None` where there is nothing to reload.
+#[derive(Debug)]
+pub struct Reloaded {
+    /// The TLS certificate, key and client CA, read again.
+    pub tls: Option<Result<(), TlsError>>,
+    /// The users file, read again: its number of users.
+    pub users: Option<Result<usize, AuthError>>,
 }
 
 /// A running broker node.
 pub struct Broker {
     local_addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
+    tls: Option<Arc<TlsServer>>,
+    auth: Arc<Authenticator>,
+    users_file: bool,
     data_dir: DataDir,
     registry: Arc<Registry>,
     shutdown: watch::Sender<bool>,
@@ -110,11 +131,27 @@ impl Broker {
         validate(&config)?;
         let data_dir = DataDir::open(config.data_dir.as_deref())
             .map_err(|(path, source)| BrokerError::DataDir { path, source })?;
-        let listener = bind(config.listen).await?;
-        let local_addr = listener.local_addr().map_err(|source| BrokerError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+        let auth = Arc::new(Authenticator::from_config(&config.sasl)?);
+        let tls = TlsServer::load(&config.tls)?.map(Arc::new);
+        let plain = match config.listen_plain {
+            true => Some(bind(config.listen).await?),
+            false => None,
+        };
+        let secure = match config.tls.listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        let plain_addr = plain
+            .as_ref()
+            .map(|l| bound_addr(l, config.listen))
+            .transpose()?;
+        let tls_addr = match (&secure, config.tls.listen) {
+            (Some(l), Some(addr)) => Some(bound_addr(l, addr)?),
+            _ => None,
+        };
+        let Some(local_addr) = plain_addr.or(tls_addr) else {
+            return Err(BrokerError::Config("no AMQP listener".into()));
+        };
         let quorum_config = effective_quorum_config(&config);
         let node_id = quorum_config.node_id;
         let (transport, fabric) = match transport {
@@ -146,13 +183,22 @@ impl Broker {
                 .clone()
                 .unwrap_or_else(|| format!("ramqp-{local_addr}")),
             limits: config.limits.clone(),
-            sasl: config.sasl.clone(),
+            auth: auth.clone(),
             queues: parts.registry.clone() as Arc<dyn QueueDirectory>,
         });
-        let accept_task = tokio::spawn(accept_loop(listener, context, shutdown_rx));
-        tracing::info!(%local_addr, data_dir = %data_dir.path().display(), "broker listening");
+        let listeners = Listeners {
+            plain,
+            secure,
+            tls: tls.clone(),
+        };
+        let accept_task = tokio::spawn(accept_loop(listeners, context, shutdown_rx));
+        tracing::info!(%local_addr, ?tls_addr, data_dir = %data_dir.path().display(), "broker listening");
         Ok(Broker {
             local_addr,
+            tls_addr,
+            tls,
+            auth,
+            users_file: config.sasl.users_file.is_some(),
             data_dir,
             registry: parts.registry,
             shutdown,
@@ -168,9 +214,31 @@ impl Broker {
         })
     }
 
-    /// The address the AMQP listener is bound to.
+    /// The address the plain AMQP listener is bound to (the TLS
+    /// listener's when there is no plain one).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The address the TLS (amqps) listener is bound to, if there is one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
+    }
+
+    /// Read the TLS files and the users file again (SIGHUP in
+    /// `ramqp-brokerd`); new connections use them, open ones keep what
+    /// they started with. A part that fails keeps its old configuration.
+    pub fn reload(&self) -> Reloaded {
+        Reloaded {
+            tls: self.tls.as_ref().map(|tls| tls.reload()),
+            users: self.users_file.then(|| self.auth.reload()),
+        }
+    }
+
+    /// Failed logins since start (each was answered with SASL outcome
+    /// `auth` after the throttle's delay).
+    pub fn login_failures(&self) -> u64 {
+        self.auth.throttle().failures_total()
     }
 
     /// An `amqp://host:port` URL for clients.
@@ -249,6 +317,13 @@ impl Broker {
     pub fn fabric_addr(&self) -> Option<SocketAddr> {
         self.fabric.as_ref().map(|f| f.local_addr())
     }
+}
+
+fn bound_addr(listener: &TcpListener, asked: SocketAddr) -> Result<SocketAddr, BrokerError> {
+    listener.local_addr().map_err(|source| BrokerError::Bind {
+        addr: asked,
+        source,
+    })
 }
 
 async fn bind(listen: SocketAddr) -> Result<TcpListener, BrokerError> {

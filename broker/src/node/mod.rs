@@ -29,7 +29,7 @@ mod registry;
 mod replica_sets;
 mod startup;
 
-pub use broker::{Broker, BrokerError};
+pub use broker::{Broker, BrokerError, Reloaded};
 #[cfg(feature = "test-cluster")]
 pub use cluster::Cluster;
 pub use fatal::FatalError;

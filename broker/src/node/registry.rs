@@ -212,6 +212,21 @@ impl QueueDirectory for Registry {
     /// quorum queue (served here or forwarded) or a transient queue owned
     /// elsewhere, else this node's transient queue (created if auto-create
     /// is on).
+    fn exists(&self, address: &QueueAddress) -> bool {
+        if self.knows_routed(address) {
+            return true;
+        }
+        match address.kind() {
+            QueueKind::Quorum => {
+                self.quorum.get(address).is_some() || self.quorum.is_declared(address.name())
+            }
+            // A transient queue owned by another node that this node has
+            // never routed to: unknown here, so counted as new (the
+            // careful answer: it asks for configure).
+            _ => self.owns(address) && read(&self.queues).contains_key(address),
+        }
+    }
+
     fn lookup(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError> {
         if address.kind() == QueueKind::Quorum {
             let known = self.knows_routed(address) || self.quorum.get(address).is_some();

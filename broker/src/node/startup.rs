@@ -62,10 +62,21 @@ pub(crate) fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
             "limits.link_credit, session_window and consumer_credit_max must be positive".into(),
         ));
     }
-    if !config.sasl.allow_anonymous && config.sasl.users.is_empty() {
+    let sasl = &config.sasl;
+    if !sasl.anonymous_allowed()
+        && sasl.users.is_empty()
+        && sasl.users_file.is_none()
+        && config.tls.client_ca_file.is_none()
+    {
         return Err(BrokerError::Config(
-            "sasl.allow_anonymous is off and no sasl.users are configured: nobody could connect"
+            "sasl.allow_anonymous is off and there is no users file, no sasl.users and no \
+             tls.client_ca_file: nobody could connect"
                 .into(),
+        ));
+    }
+    if !config.listen_plain && config.tls.listen.is_none() {
+        return Err(BrokerError::Config(
+            "listen_plain is off and there is no tls.listen: no AMQP listener".into(),
         ));
     }
     let cluster = &config.cluster;

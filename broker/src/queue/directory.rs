@@ -36,6 +36,10 @@ pub trait QueueDirectory: Send + Sync + 'static {
     fn prepare<'a>(&'a self, address: &'a QueueAddress) -> PrepareFuture<'a>;
     /// The queue at `address` as a link uses it.
     fn lookup(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError>;
+    /// Whether the queue at `address` exists already, as far as this node
+    /// can tell without asking another: an attach to one that does not
+    /// would create it, which needs the `configure` permission.
+    fn exists(&self, address: &QueueAddress) -> bool;
     /// Depth and consumers of every queue held here, sorted by address.
     fn stats(&self) -> Vec<QueueStats>;
     /// A new temporary transient queue on this node, for a dynamic

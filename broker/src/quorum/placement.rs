@@ -69,6 +69,13 @@ impl QuorumNode {
             .unwrap_or_else(|| replicas_of(&self.config, group_id(name)))
     }
 
+    /// Whether the cluster metadata records the queue `name`.
+    pub fn is_declared(&self, name: &str) -> bool {
+        self.replica_sets
+            .get()
+            .is_some_and(|sets| sets.replica_set(name).is_some())
+    }
+
     /// Declare `name` (idempotent) and return its replicas, preferred
     /// leader first.
     pub async fn place(&self, name: &str) -> Result<Vec<NodeId>, QuorumError> {

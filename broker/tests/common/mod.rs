@@ -13,6 +13,7 @@ mod embedded;
 mod fe2o3;
 mod frames;
 mod host;
+mod pki;
 mod quorum;
 mod raw;
 mod source_tree;
@@ -28,6 +29,8 @@ pub use fe2o3::*;
 pub use frames::*;
 #[allow(unused_imports)]
 pub use host::*;
+#[allow(unused_imports)]
+pub use pki::*;
 #[allow(unused_imports)]
 pub use quorum::*;
 #[allow(unused_imports)]

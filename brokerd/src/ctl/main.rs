@@ -1,11 +1,13 @@
 //! `ramqp-ctl`: the operator's command line for a running cluster. It
 //! connects to one node's fabric port as a client (node id 0), sends one
 //! admin request and prints the answer: a table for people, `--json` for
-//! scripts and tests.
+//! scripts and tests. `ramqp-ctl user ...` edits a users file instead and
+//! needs no node (`user.rs`).
 
 #![forbid(unsafe_code)]
 
 mod render;
+mod user;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -79,10 +81,27 @@ enum Command {
     Isolate,
     /// Undo `isolate`.
     Heal,
+    /// Manage a users file (--users of ramqp-brokerd): no node is asked.
+    User {
+        #[command(subcommand)]
+        action: user::UserCommand,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::User { action } = cli.command {
+        return match user::run(action) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("ramqp-ctl: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -117,6 +136,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         },
         Command::Isolate => AdminRequest::Isolate { isolated: true },
         Command::Heal => AdminRequest::Isolate { isolated: false },
+        Command::User { .. } => bail!("user commands are handled without a node"),
     };
     let response = tokio::time::timeout(timeout, ask(&cli, &request))
         .await
