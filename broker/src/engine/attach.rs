@@ -56,7 +56,7 @@ impl State {
         attach: Attach,
         out: &mut Outbox,
     ) -> Result<(), ConnectionError> {
-        let Some(session) = self.sessions.get(&channel) else {
+        let Some(session) = self.sessions.get_mut(&channel) else {
             return Ok(());
         };
         if attach.handle > session.handle_max {
@@ -75,6 +75,7 @@ impl State {
                 format!("handle {} is already attached", attach.handle),
             ));
         }
+        session.answered.remove(&attach.handle);
         if let Err(error) = self.authorize_attach(&attach) {
             let ours = match attach.role {
                 Role::Sender => Role::Receiver,
@@ -354,9 +355,15 @@ impl State {
         };
         if session.detaching.remove(&detach.handle) {
             // The answer to our own detach.
+            session.answered.insert(detach.handle);
             return Ok(());
         }
         let Some(link) = session.links.remove(&detach.handle) else {
+            if session.answered.remove(&detach.handle) {
+                // A second answer to our detach (fe2o3-amqp after a
+                // refused attach): nothing is attached there to end.
+                return Ok(());
+            }
             return Err(ConnectionError::protocol(
                 condition::UNATTACHED_HANDLE,
                 format!("detach of handle {}, which is not attached", detach.handle),

@@ -1,7 +1,9 @@
 //! Authorization of links: a publisher needs the user's `write`
 //! permission on the target address, a consumer `read` on the source
 //! address, and either needs `configure` when its attach would create the
-//! queue. A refusal is amqp:unauthorized-access on that link alone.
+//! queue. A refusal is amqp:unauthorized-access on that link alone. A
+//! message through the anonymous relay needs the same as a publisher
+//! attached to its `to`; a refusal rejects that delivery alone.
 //!
 //! The permissions come from the login (`crate::auth`); this file only
 //! decides which one an attach needs. Forwarded links are checked here,
@@ -29,18 +31,32 @@ impl State {
         };
         // No address (a coordinator, a dynamic node, the anonymous relay):
         // nothing to check here; what such a link reaches is checked where
-        // its address becomes known (`State::authorize`).
+        // its address becomes known (`authorize_relay` for the relay).
         let Some(address) = address else {
             return Ok(());
         };
         self.authorize(access, address)?;
-        let creates = QueueAddress::parse(address)
-            .map(|parsed| !self.context.queues.exists(&parsed))
-            .unwrap_or(false);
-        if creates {
-            self.authorize(Access::Configure, address)?;
+        match QueueAddress::parse(address) {
+            Ok(parsed) => self.authorize_creation(&parsed),
+            // Refused by the attach itself (amqp:not-found).
+            Err(_) => Ok(()),
         }
-        Ok(())
+    }
+
+    /// A message through the anonymous relay (`relay.rs`) to `address`:
+    /// `write`, and `configure` if it would create the queue. Checked
+    /// before the address is prepared, so a refused one creates nothing.
+    pub(crate) fn authorize_relay(&self, address: &QueueAddress) -> Result<(), Error> {
+        self.authorize(Access::Write, &address.to_string())?;
+        self.authorize_creation(address)
+    }
+
+    /// `configure`, if `address` does not exist yet.
+    fn authorize_creation(&self, address: &QueueAddress) -> Result<(), Error> {
+        if self.context.queues.exists(address) {
+            return Ok(());
+        }
+        self.authorize(Access::Configure, &address.to_string())
     }
 
     /// Whether this connection's user has `access` to `address`.

@@ -268,8 +268,12 @@ impl Connection {
                         if let Some(wait) = &state.relay_wait {
                             // A relayed message to an address not resolved
                             // yet on its link: prepare it as an attach would.
-                            if let Err(error) = self.context.queues.prepare(&wait.address).await {
-                                tracing::debug!(%error, "relay address not ready");
+                            // Not for a user who may not publish there.
+                            if state.authorize_relay(&wait.address).is_ok() {
+                                if let Err(error) = self.context.queues.prepare(&wait.address).await
+                                {
+                                    tracing::debug!(%error, "relay address not ready");
+                                }
                             }
                             state.resume_relay(&mut self.out);
                         }

@@ -169,7 +169,9 @@ impl State {
         let Some(wait) = self.relay_wait.take() else {
             return;
         };
-        let resolved = self.queue_for(&wait.address.to_string());
+        let resolved = self
+            .authorize_relay(&wait.address)
+            .and_then(|()| self.queue_for(&wait.address.to_string()));
         let sink = self.sink.clone();
         let Some(session) = self.sessions.get_mut(&wait.channel) else {
             return;

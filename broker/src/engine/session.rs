@@ -61,6 +61,10 @@ pub(crate) struct Session {
     /// Handles we detached and whose detach the peer has not answered yet:
     /// frames still in flight on them are ignored.
     pub(crate) detaching: HashSet<u32>,
+    /// Handles whose detach exchange just ended and are not attached again
+    /// yet: fe2o3-amqp sometimes answers the detach of a refused link
+    /// twice, and the second must not end the connection.
+    pub(crate) answered: HashSet<u32>,
     /// Next transfer-id we expect from the peer.
     pub(crate) next_incoming_id: u32,
     /// Transfer frames the peer may still send before our next flow.
@@ -91,6 +95,7 @@ impl Session {
             handle_max,
             links: HashMap::new(),
             detaching: HashSet::new(),
+            answered: HashSet::new(),
             next_incoming_id: 0,
             incoming_window: window,
             incoming_window_max: window,
