@@ -319,3 +319,49 @@ async fn a_repeated_answer_to_a_refusal_leaves_the_session_usable() {
         .await;
     stop(broker).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_node_needs_configure_on_its_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.toml");
+    write_users(
+        &path,
+        &[
+            ("app", "^/queues/app-", ".*", ".*"),
+            ("rpc", r"^/queues/amq\.dyn-", ".*", ".*"),
+        ],
+    );
+    let broker = start_with(|c| c.sasl.users_file = Some(path.clone())).await;
+    let mut app = login(broker.local_addr(), "app").await;
+    let mut session = begin_session(&mut app).await;
+    match step("dynamic attach", dynamic(&mut session)).await {
+        Err(ReceiverAttachError::RemoteClosedWithError(error)) => {
+            assert!(unauthorized(Some(&error.condition)), "{error:?}")
+        }
+        Err(other) => panic!("expected unauthorized-access, got {other:?}"),
+        Ok(_) => panic!("app may not create dynamic nodes"),
+    }
+    // fe2o3 may report its own IllegalState closing a connection whose
+    // session saw a refusal (see the header); the broker is not involved.
+    let _ = step("close app", app.close()).await;
+    let mut rpc = login(broker.local_addr(), "rpc").await;
+    let mut session = begin_session(&mut rpc).await;
+    let receiver = step("dynamic attach", dynamic(&mut session))
+        .await
+        .expect("rpc may create dynamic nodes");
+    drop(receiver);
+    step("close rpc", rpc.close()).await.unwrap();
+    stop(broker).await;
+}
+
+async fn dynamic(session: &mut Sess) -> Result<Receiver, ReceiverAttachError> {
+    Receiver::builder()
+        .name("replies")
+        .source(
+            fe2o3_amqp::types::messaging::Source::builder()
+                .dynamic(true)
+                .build(),
+        )
+        .attach(session)
+        .await
+}

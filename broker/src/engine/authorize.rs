@@ -3,7 +3,9 @@
 //! address, and either needs `configure` when its attach would create the
 //! queue. A refusal is amqp:unauthorized-access on that link alone. A
 //! message through the anonymous relay needs the same as a publisher
-//! attached to its `to`; a refusal rejects that delivery alone.
+//! attached to its `to`; a refusal rejects that delivery alone. A dynamic
+//! node (a receiver asking for a temporary queue) needs configure on
+//! `/queues/amq.dyn-`, the names the broker gives them.
 //!
 //! The permissions come from the login (`crate::auth`); this file only
 //! decides which one an attach needs. Forwarded links are checked here,
@@ -13,7 +15,7 @@ use super::state::State;
 use crate::auth::Access;
 use crate::codec::definitions::condition;
 use crate::codec::{Attach, Error, Role};
-use crate::queue::QueueAddress;
+use crate::queue::{QueueAddress, DYNAMIC_PREFIX};
 
 impl State {
     /// Whether this connection's user may make `attach`; the error to
@@ -29,7 +31,12 @@ impl State {
                 attach.source.as_ref().and_then(|s| s.address.as_deref()),
             ),
         };
-        // No address (a coordinator, a dynamic node, the anonymous relay):
+        if attach.role == Role::Receiver && attach.source.as_ref().is_some_and(|s| s.dynamic) {
+            // A dynamic node is a new queue whose name the broker picks:
+            // the user needs configure on the names it picks from.
+            return self.authorize(Access::Configure, &format!("/queues/{DYNAMIC_PREFIX}"));
+        }
+        // No address (a coordinator, the anonymous relay):
         // nothing to check here; what such a link reaches is checked where
         // its address becomes known (`authorize_relay` for the relay).
         let Some(address) = address else {
