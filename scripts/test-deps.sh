@@ -30,6 +30,9 @@ required=()
 if ! /usr/bin/python3 -c 'import proton, pytest' 2>/dev/null; then
     required+=(python3-qpid-proton python3-pytest)
 fi
+# The TLS tests (tests/interop/test_tls.py) make their certificates with
+# the openssl command.
+command -v openssl >/dev/null 2>&1 || required+=(openssl)
 fault_tools=()
 command -v strace >/dev/null 2>&1 || fault_tools+=(strace)
 command -v mkfs.ext4 >/dev/null 2>&1 || [[ -x /usr/sbin/mkfs.ext4 ]] || [[ -x /sbin/mkfs.ext4 ]] || fault_tools+=(e2fsprogs)
@@ -41,7 +44,7 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || fault_tools+=(nftabl
 [[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]] || fault_tools+=(faketime)
 packages=("${required[@]}" "${fault_tools[@]}")
 if [[ ${#packages[@]} -eq 0 ]]; then
-    echo "==> python3-qpid-proton, python3-pytest, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
+    echo "==> python3-qpid-proton, python3-pytest, openssl, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
 elif [[ ${#required[@]} -eq 0 ]] && [[ "$(id -u)" -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
     # Only the fault tests' tools are missing and they could not run here
     # anyway (they need root): they skip and say so.

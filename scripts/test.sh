@@ -22,7 +22,7 @@ python=/usr/bin/python3
 # (installed when missing, as root or through sudo).
 if ! scripts/test-deps.sh; then
     echo "scripts/test.sh: could not install the test dependencies; as root:" \
-         "apt-get install -y python3-qpid-proton python3-pytest strace e2fsprogs mount iproute2 nftables faketime" >&2
+         "apt-get install -y python3-qpid-proton python3-pytest openssl strace e2fsprogs mount iproute2 nftables faketime" >&2
     exit 1
 fi
 
