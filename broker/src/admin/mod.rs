@@ -6,10 +6,12 @@
 
 mod fabric_control;
 mod handler;
+mod queue_control;
 mod service;
 
 pub use fabric_control::FabricControl;
 pub use handler::AdminHandler;
+pub use queue_control::{ControlFuture, QueueChange, QueueControl, QueueControlError};
 pub(crate) use service::AdminService;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +46,22 @@ pub enum AdminRequest {
     Isolate {
         /// Cut (true) or heal (false).
         isolated: bool,
+    },
+    /// Delete a queue (`/queues/<name>` or `/quorum/<name>`); its links are
+    /// detached with amqp:resource-deleted.
+    DeleteQueue {
+        /// The queue's address.
+        address: String,
+        /// Nodes this request was passed on from (bounds the hops).
+        hops: u8,
+    },
+    /// Drop the messages waiting in a queue (a quorum queue through its
+    /// Raft log, so every replica agrees).
+    PurgeQueue {
+        /// The queue's address.
+        address: String,
+        /// Nodes this request was passed on from (bounds the hops).
+        hops: u8,
     },
 }
 

@@ -8,45 +8,31 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{AdminHandler, FabricControl};
+use super::{AdminHandler, FabricControl, QueueChange, QueueControl, QueueControlError};
 use super::{AdminRequest, AdminResponse, MemberStatus, NodeStatus, QueueStatus};
 use crate::meta::{Metadata, NodeInfo};
 use crate::net::NodeId;
 use crate::queue::{Queue, QueueDirectory};
 use crate::quorum::QuorumNode;
 
+/// Nodes a delete or purge may be passed on through (the first node,
+/// a replica, the leader).
+const MAX_HOPS: u8 = 2;
+
 /// The node's side of `ramqp-ctl`.
 pub(crate) struct AdminService {
-    node_id: NodeId,
-    amqp: SocketAddr,
-    queues: Arc<dyn QueueDirectory>,
-    quorum: Arc<QuorumNode>,
-    metadata: Arc<Metadata>,
-    fabric: Arc<dyn FabricControl>,
-    allow_fault_injection: bool,
+    pub(crate) node_id: NodeId,
+    pub(crate) amqp: SocketAddr,
+    pub(crate) queues: Arc<dyn QueueDirectory>,
+    pub(crate) quorum: Arc<QuorumNode>,
+    pub(crate) metadata: Arc<Metadata>,
+    pub(crate) fabric: Arc<dyn FabricControl>,
+    /// Deleting and purging queues (the node assembly's).
+    pub(crate) control: Arc<dyn QueueControl>,
+    pub(crate) allow_fault_injection: bool,
 }
 
 impl AdminService {
-    pub(crate) fn new(
-        node_id: NodeId,
-        amqp: SocketAddr,
-        queues: Arc<dyn QueueDirectory>,
-        quorum: Arc<QuorumNode>,
-        metadata: Arc<Metadata>,
-        fabric: Arc<dyn FabricControl>,
-        allow_fault_injection: bool,
-    ) -> AdminService {
-        AdminService {
-            node_id,
-            amqp,
-            queues,
-            quorum,
-            metadata,
-            fabric,
-            allow_fault_injection,
-        }
-    }
-
     async fn answer(&self, request: AdminRequest) -> AdminResponse {
         match request {
             AdminRequest::Status => AdminResponse::Status(self.status()),
@@ -88,6 +74,22 @@ impl AdminService {
                     Err(e) => AdminResponse::Failed(e.to_string()),
                 }
             }
+            AdminRequest::DeleteQueue { address, hops } => {
+                let change = self.control.delete(&address).await;
+                let next = AdminRequest::DeleteQueue {
+                    address,
+                    hops: hops.saturating_add(1),
+                };
+                self.settle_change(change, next, hops).await
+            }
+            AdminRequest::PurgeQueue { address, hops } => {
+                let change = self.control.purge(&address).await;
+                let next = AdminRequest::PurgeQueue {
+                    address,
+                    hops: hops.saturating_add(1),
+                };
+                self.settle_change(change, next, hops).await
+            }
             AdminRequest::Isolate { isolated } => {
                 if !self.allow_fault_injection {
                     return AdminResponse::Failed(
@@ -100,6 +102,37 @@ impl AdminService {
                     self.node_id,
                     if isolated { "isolated" } else { "healed" }
                 ))
+            }
+        }
+    }
+
+    /// The answer for a delete or purge: done here, or passed on to the
+    /// node that can do it (a replica may send it on to the leader once).
+    async fn settle_change(
+        &self,
+        change: Result<QueueChange, QueueControlError>,
+        next: AdminRequest,
+        hops: u8,
+    ) -> AdminResponse {
+        match change {
+            Ok(QueueChange::Done(summary)) => AdminResponse::Done(summary),
+            Err(error) => AdminResponse::Failed(error.to_string()),
+            Ok(QueueChange::Elsewhere(node)) if hops >= MAX_HOPS || node == self.node_id => {
+                AdminResponse::Failed(format!("node {node} should serve this; ask it"))
+            }
+            Ok(QueueChange::Elsewhere(node)) => {
+                let envelope = crate::net::Envelope {
+                    channel: 0,
+                    kind: super::ADMIN_ENVELOPE_KIND,
+                    meta: Bytes::new(),
+                    payload: Bytes::from(super::encode_request(&next)),
+                };
+                match self.fabric.call(self.node_id, node, envelope).await {
+                    Ok(answer) => super::decode_response(&answer).unwrap_or_else(|e| {
+                        AdminResponse::Failed(format!("node {node}: bad answer: {e}"))
+                    }),
+                    Err(e) => AdminResponse::Failed(format!("node {node} unreachable: {e}")),
+                }
             }
         }
     }

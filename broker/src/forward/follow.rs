@@ -29,6 +29,9 @@ use crate::queue::{ConsumerId, Outcome, Queue, QueueEventKind};
 /// How often a remote target in use is probed (is it still the leader,
 /// does it still know our links).
 const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// How long a quorum queue must be missing from the metadata while its
+/// leader is searched for before its links are closed as deleted.
+const DELETED_GRACE: Duration = Duration::from_secs(1);
 /// Pause between attempts to find a leader.
 const SEARCH_PAUSE: Duration = Duration::from_millis(100);
 /// Pause between attempts once the leader wait has run out.
@@ -249,14 +252,23 @@ impl RoutedQueue {
     /// No leader within the wait: close the consumers (the engine detaches
     /// them) and release the publishes held for a leader.
     fn give_up(&self) {
-        let mut state = self.lock();
         tracing::info!(queue = %self.address, "no leader found in time; closing its links");
+        self.close_all(
+            condition::DETACH_FORCED,
+            format!("{}: no leader found in time", self.address),
+        );
+    }
+
+    /// Close every consumer with `condition` and release what publishers
+    /// have held here.
+    pub(super) fn close_all(&self, condition: &'static str, description: String) {
+        let mut state = self.lock();
         for (_, consumer) in state.consumers.drain() {
             consumer.sink.send(
                 consumer.tag,
                 QueueEventKind::Closed {
-                    condition: condition::DETACH_FORCED,
-                    description: format!("{}: no leader found in time", self.address),
+                    condition,
+                    description: description.clone(),
                 },
             );
         }
@@ -383,6 +395,20 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 let found = q.locate().await;
                 if found.is_some_and(|found| q.found(found)) {
                     gave_up = false;
+                    continue;
+                }
+                // Undeclared for a while (not a declaration that has not
+                // reached this node's metadata yet).
+                let deleted = q.owner.is_none()
+                    && since.elapsed() > DELETED_GRACE
+                    && q.fwd.quorum.declaration(q.address.name()) == Some(false);
+                if deleted && !gave_up {
+                    // Deleted by an operator: no leader will come back.
+                    q.close_all(
+                        condition::RESOURCE_DELETED,
+                        format!("queue {} was deleted", q.address),
+                    );
+                    gave_up = true;
                     continue;
                 }
                 let waited = since.elapsed() > q.fwd.leader_wait();

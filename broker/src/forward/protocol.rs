@@ -190,6 +190,9 @@ pub(crate) enum ToOrigin {
         link: u64,
         /// Why.
         reason: String,
+        /// The queue was deleted: the origin detaches its links with
+        /// amqp:resource-deleted instead of looking for the queue again.
+        deleted: bool,
     },
 }
 

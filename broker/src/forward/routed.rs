@@ -162,6 +162,11 @@ impl RoutedQueue {
         self.local.get()
     }
 
+    /// Whether the local replica it serves through was deleted.
+    pub(crate) fn is_stale(&self) -> bool {
+        self.local().is_some_and(|local| local.is_deleted())
+    }
+
     /// Where the queue is served now.
     pub(crate) fn target(&self) -> Target {
         self.lock().target
@@ -309,8 +314,23 @@ impl RoutedQueue {
                     );
                 }
             }
-            ToOrigin::Closed { link, reason } => {
+            ToOrigin::Closed {
+                link,
+                reason,
+                deleted,
+            } => {
                 let ours = state.pub_link == Some(link) || find_link(&mut state, link).is_some();
+                if ours && deleted {
+                    // Not moved: the queue is gone (a new one of the same
+                    // name would be another queue).
+                    tracing::debug!(queue = %self.address, %reason, "queue deleted; closing its links");
+                    drop(state);
+                    self.close_all(
+                        crate::codec::definitions::condition::RESOURCE_DELETED,
+                        reason,
+                    );
+                    return;
+                }
                 if ours {
                     tracing::debug!(queue = %self.address, %reason, "forwarded link closed; searching");
                     self.lose_target(&mut state);

@@ -33,8 +33,8 @@ use super::Forwarder;
 use crate::codec::MessageView;
 use crate::net::{kind, NodeId, NodeTransport, TransportError};
 use crate::queue::{
-    ConsumerId, Message, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress, QueueEvent,
-    QueueEventKind, Sink,
+    ConsumerId, Message, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress, QueueError,
+    QueueEvent, QueueEventKind, Sink,
 };
 
 /// How often an origin's links are audited.
@@ -259,7 +259,23 @@ impl Server {
             tag: link,
             token,
         };
-        match queue.publish(message, Some(confirm)) {
+        let retry = (message.clone(), confirm.clone());
+        let result = match queue.publish(message, Some(confirm)) {
+            Err(QueueError::Gone(_)) => {
+                // The queue was deleted after this (shared, internal)
+                // publishing link opened: the message goes to the queue
+                // of that name now, as a fresh attach's would.
+                match self.resolve(&queue.address().to_string()) {
+                    Ok(fresh) => {
+                        self.add_link(origin, link, fresh.clone(), None);
+                        fresh.publish(retry.0, Some(retry.1))
+                    }
+                    Err(reason) => Err(QueueError::Gone(reason)),
+                }
+            }
+            other => other,
+        };
+        match result {
             Ok(PublishStatus::Accepted) => report(Outcome::Accepted),
             Ok(PublishStatus::Pending) => {}
             Err(error) => {
@@ -409,12 +425,17 @@ impl Server {
                 Bytes::new(),
             ),
             QueueEventKind::Capacity => return None,
-            QueueEventKind::Closed { description, .. } => {
+            QueueEventKind::Closed {
+                condition,
+                description,
+            } => {
                 self.close(origin, link);
                 (
                     ToOrigin::Closed {
                         link,
                         reason: description,
+                        deleted: condition
+                            == crate::codec::definitions::condition::RESOURCE_DELETED,
                     },
                     Bytes::new(),
                 )

@@ -5,6 +5,8 @@
 //!
 //! Many brokers can run in one process: nothing here is global.
 
+use super::queue_admin::QueueAdmin;
+use crate::admin::{QueueChange, QueueControl, QueueControlError};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
@@ -89,6 +91,7 @@ pub struct Broker {
     users_file: bool,
     data_dir: DataDir,
     registry: Arc<Registry>,
+    control: Arc<QueueAdmin>,
     shutdown: watch::Sender<bool>,
     accept_task: tokio::task::JoinHandle<()>,
     quorum: Arc<QuorumNode>,
@@ -111,6 +114,7 @@ struct Parts {
     metadata: Arc<Metadata>,
     forwarder: Arc<Forwarder>,
     registry: Arc<Registry>,
+    control: Arc<QueueAdmin>,
 }
 
 impl Broker {
@@ -201,6 +205,7 @@ impl Broker {
             users_file: config.sasl.users_file.is_some(),
             data_dir,
             registry: parts.registry,
+            control: parts.control,
             shutdown,
             accept_task,
             quorum: parts.quorum,
@@ -259,6 +264,24 @@ impl Broker {
     /// This node's id.
     pub fn node_id(&self) -> u64 {
         self.node_id
+    }
+
+    /// Delete the queue at `address` (what `ramqp-ctl queue delete` asks):
+    /// its links are detached with amqp:resource-deleted. A transient queue
+    /// must be asked of the node holding it, which
+    /// [`QueueChange::Elsewhere`] names otherwise; a quorum queue's
+    /// deletion is recorded in the cluster metadata from any node, and
+    /// each replica then removes itself.
+    pub async fn delete_queue(&self, address: &str) -> Result<QueueChange, QueueControlError> {
+        self.control.delete(address).await
+    }
+
+    /// Drop the messages waiting in the queue at `address` (what
+    /// `ramqp-ctl queue purge` asks); messages out with consumers stay. A
+    /// quorum queue is purged by its leader through its Raft log
+    /// ([`QueueChange::Elsewhere`] names the node to ask otherwise).
+    pub async fn purge_queue(&self, address: &str) -> Result<QueueChange, QueueControlError> {
+        self.control.purge(address).await
     }
 
     /// Resolves with the first fatal fault of this node: its Raft log store
@@ -397,11 +420,17 @@ async fn assemble(
     ));
     let local: Weak<dyn LocalQueues> = Arc::downgrade(&registry) as _;
     forwarder.set_local_queues(local);
+    let control = Arc::new(QueueAdmin {
+        registry: registry.clone(),
+        quorum: quorum.clone(),
+        metadata: metadata.clone(),
+    });
     Ok(Parts {
         quorum,
         metadata,
         forwarder,
         registry,
+        control,
     })
 }
 
@@ -416,15 +445,16 @@ fn start_admin(
 ) -> Arc<AdminService> {
     // Ends by itself when the node stops (it holds weak handles).
     drop(fabric.follow_members(&parts.metadata));
-    let admin = Arc::new(AdminService::new(
+    let admin = Arc::new(AdminService {
         node_id,
         amqp,
-        parts.registry.clone(),
-        parts.quorum.clone(),
-        parts.metadata.clone(),
-        fabric.clone(),
-        config.cluster.allow_fault_injection,
-    ));
+        queues: parts.registry.clone(),
+        quorum: parts.quorum.clone(),
+        metadata: parts.metadata.clone(),
+        fabric: fabric.clone(),
+        control: parts.control.clone(),
+        allow_fault_injection: config.cluster.allow_fault_injection,
+    });
     let weak: Weak<dyn AdminHandler> = Arc::downgrade(&admin) as _;
     fabric.set_admin(weak);
     admin

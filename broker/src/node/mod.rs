@@ -11,6 +11,7 @@
 //!   serve (`Broker::fatal`);
 //! - `dispatcher.rs`: the node's transport handler (Raft, metadata, forwarding);
 //! - `registry.rs`: queues by address (the engine's `QueueDirectory`);
+//! - `queue_admin.rs`: deleting and purging queues (admin's `QueueControl`);
 //! - `replica_sets.rs`: the cluster metadata as the quorum side's replica sets;
 //! - `fabric.rs`: the node transport over the gRPC fabric, following the
 //!   metadata's members;
@@ -25,6 +26,7 @@ mod data_dir;
 mod dispatcher;
 mod fabric;
 mod fatal;
+mod queue_admin;
 mod registry;
 mod replica_sets;
 mod startup;

@@ -121,13 +121,49 @@ impl Registry {
     }
 
     fn knows_routed(&self, address: &QueueAddress) -> bool {
-        read(&self.routed).contains_key(address)
+        let stale = match read(&self.routed).get(address) {
+            None => return false,
+            // A deleted quorum queue's: a new declaration gets a new one.
+            Some(routed) => {
+                routed.is_stale()
+                    || (address.kind() == QueueKind::Quorum
+                        && self.quorum.declaration(address.name()) == Some(false))
+            }
+        };
+        if stale {
+            write(&self.routed).remove(address);
+        }
+        !stale
+    }
+
+    /// The node that holds transient queue `address`.
+    pub(crate) fn owner_of(&self, address: &QueueAddress) -> u64 {
+        self.forwarder.owner_of(address.name())
+    }
+
+    /// Delete transient queue `address` held here; how many messages it
+    /// held, or `None` if there is no such queue here.
+    pub(crate) fn delete_transient(&self, address: &QueueAddress) -> Option<usize> {
+        let queue = write(&self.queues).remove(address)?;
+        let stats = queue.stats();
+        queue.delete();
+        tracing::info!(queue = %address, "queue deleted");
+        Some(stats.ready + stats.unsettled)
+    }
+
+    /// Purge transient queue `address` held here; how many messages were
+    /// dropped, or `None` if there is no such queue here.
+    pub(crate) fn purge_transient(&self, address: &QueueAddress) -> Option<usize> {
+        let queue = read(&self.queues).get(address).cloned()?;
+        Some(queue.purge())
     }
 
     /// The routed queue for `address`, made on first use.
     fn routed(&self, address: &QueueAddress) -> Arc<RoutedQueue> {
-        if let Some(queue) = read(&self.routed).get(address) {
-            return queue.clone();
+        if self.knows_routed(address) {
+            if let Some(queue) = read(&self.routed).get(address) {
+                return queue.clone();
+            }
         }
         // Looked up before the write lock: the quorum node takes its own.
         let (local, owner) = match address.kind() {

@@ -192,6 +192,11 @@ impl Dispatcher {
         dropped
     }
 
+    /// The ids of the messages out with consumers.
+    pub(crate) fn out_ids(&self) -> Vec<MessageId> {
+        self.out.keys().copied().collect()
+    }
+
     pub(crate) fn subscribe(&mut self, sink: Sink, tag: u64) -> ConsumerId {
         self.subscribe_at(sink, tag, 0)
     }

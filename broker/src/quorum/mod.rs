@@ -30,6 +30,7 @@ mod placement;
 mod proposer;
 mod publish_gate;
 mod queue;
+mod removal;
 mod replica_files;
 mod resource_alarm;
 mod settle_batcher;

@@ -95,6 +95,10 @@ pub struct QuorumNode {
     /// Groups the metadata no longer places here, since when (see
     /// `placement.rs`).
     pub(super) retiring: Mutex<HashMap<GroupId, tokio::time::Instant>>,
+    /// Groups this node has seen declared in the metadata: one of them no
+    /// longer declared was deleted (`removal.rs`), never merely not
+    /// applied here yet.
+    pub(super) seen_declared: Mutex<std::collections::HashSet<GroupId>>,
     /// Memory for message bodies, shared by every queue of the node.
     resident_budget: Arc<NodeBudget>,
     /// Raised while disk or memory is short: publishers are held back.
@@ -162,6 +166,7 @@ impl QuorumNode {
             peers: std::sync::OnceLock::new(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             retiring: Mutex::new(HashMap::new()),
+            seen_declared: Mutex::new(std::collections::HashSet::new()),
             resident_budget: Arc::new(NodeBudget::new(config_budget)),
             alarm: Arc::new(ResourceAlarm::default()),
         });
@@ -225,6 +230,19 @@ impl QuorumNode {
             .entry(group)
             .or_default()
             .clone()
+    }
+
+    /// The directory of a group's replica.
+    pub(super) fn group_dir(&self, group: GroupId) -> PathBuf {
+        self.dir.join(format!("{group:016x}"))
+    }
+
+    /// Whether the cluster metadata declares quorum queue `name` (`None`
+    /// before the metadata is attached).
+    pub fn declaration(&self, name: &str) -> Option<bool> {
+        self.replica_sets
+            .get()
+            .map(|sets| sets.replica_set(name).is_some())
     }
 
     /// Drop the group from this node's table (its replica was stopped); a
@@ -292,7 +310,7 @@ impl QuorumNode {
         let address = QueueAddress::parse(&format!("/quorum/{name}"))
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
         debug_assert_eq!(address.kind(), QueueKind::Quorum);
-        let dir = self.dir.join(format!("{group:016x}"));
+        let dir = self.group_dir(group);
         let io = |source| QuorumError::Io {
             path: dir.clone(),
             source,
@@ -406,6 +424,15 @@ impl QuorumNode {
         let Some(kind) = RpcKind::from_code(envelope.kind) else {
             return Err(remote(format!("not a Raft RPC: kind {}", envelope.kind)));
         };
+        let address =
+            QueueAddress::parse(&format!("/quorum/{name}")).map_err(|e| remote(e.to_string()))?;
+        if self.get(&address).is_none() && self.declaration(name) == Some(false) {
+            // Not a replica this node has, nor one the metadata declares
+            // (deleted, or not applied here yet: the sender retries). A
+            // replica left over from a deleted queue must not make fresh
+            // replicas here to win votes with.
+            return Err(remote(format!("{address} is not declared here")));
+        }
         let queue = self
             .ensure_open(name, None)
             .await

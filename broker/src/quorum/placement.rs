@@ -139,7 +139,9 @@ impl QuorumNode {
     /// Bring this node's groups in line with the replica sets (one pass).
     async fn reconcile(&self, sets: &dyn ReplicaSets) {
         let me = self.node_id;
-        for info in sets.all() {
+        let all = sets.all();
+        self.wipe_deleted(&all).await;
+        for info in all {
             let Ok(address) = QueueAddress::parse(&format!("/quorum/{}", info.name)) else {
                 continue;
             };

@@ -30,7 +30,7 @@ pub struct QuorumQueue {
     address: QueueAddress,
     node_id: NodeId,
     pub(crate) raft: QueueRaftHandle,
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     gate: Arc<PublishGate>,
     pub(super) settles: mpsc::UnboundedSender<SettleMsg>,
     /// Publishes in order to the proposer task; bounded by `gate`.
@@ -111,7 +111,7 @@ impl QuorumQueue {
         self.hold.release();
     }
 
-    fn not_leader(&self) -> QueueError {
+    pub(super) fn not_leader(&self) -> QueueError {
         QueueError::NotLeader {
             queue: self.address.to_string(),
             leader: self.raft.metrics().borrow().current_leader,
@@ -202,6 +202,9 @@ impl QuorumQueue {
         drain: bool,
     ) -> Result<ConsumerId, QueueError> {
         let mut inner = self.shared.lock();
+        if inner.deleted {
+            return Err(QueueError::Gone(self.address.to_string()));
+        }
         if !inner.leading {
             drop(inner);
             return Err(self.not_leader());
@@ -247,6 +250,9 @@ impl Queue for QuorumQueue {
             &self.address.to_string(),
         );
         let inner = self.shared.lock();
+        if inner.deleted {
+            return Err(QueueError::Gone(self.address.to_string()));
+        }
         if let Some(damaged) = inner.damaged() {
             return Err(QueueError::Refused(damaged.to_string()));
         }
@@ -263,8 +269,15 @@ impl Queue for QuorumQueue {
         message: Message,
         confirm: Option<PublishConfirm>,
     ) -> Result<PublishStatus, QueueError> {
-        if !self.shared.lock().leading {
-            self.serves_here()?;
+        {
+            let inner = self.shared.lock();
+            if inner.deleted {
+                return Err(QueueError::Gone(self.address.to_string()));
+            }
+            if !inner.leading {
+                drop(inner);
+                self.serves_here()?;
+            }
         }
         self.gate.in_flight.fetch_add(1, Ordering::AcqRel);
         let proposal = Proposal {

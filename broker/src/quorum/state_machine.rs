@@ -65,6 +65,8 @@ pub(crate) struct Inner {
     n_snapshots: u64,
     /// Log bytes applied since the last snapshot (see `compaction`).
     growth: LogGrowth,
+    /// The queue was deleted (`removal.rs`): it serves nothing more.
+    pub(crate) deleted: bool,
 }
 
 impl Inner {
@@ -362,6 +364,12 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                             .settle(&shared.limits, id, kind)
                             .map_err(apply_error)?;
                     }
+                }
+                EntryPayload::Normal(Command::Purge { upto, except }) => {
+                    log_bytes += 8 * except.len() as u64;
+                    inner
+                        .purge(&shared.limits, upto, &except)
+                        .map_err(apply_error)?;
                 }
                 EntryPayload::Membership(membership) => {
                     inner.membership = StoredMembership::new(Some(entry.log_id), membership);

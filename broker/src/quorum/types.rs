@@ -33,6 +33,16 @@ pub enum Command {
         /// What happened to them.
         kind: SettleKind,
     },
+    /// An operator purged the queue: every message with an id up to
+    /// `upto` is removed, except those the leader had out with consumers
+    /// when it proposed this (they stay theirs to settle). Every replica
+    /// removes the same messages.
+    Purge {
+        /// The highest message id the leader had applied.
+        upto: u64,
+        /// Ids out with consumers then, kept.
+        except: Vec<u64>,
+    },
 }
 
 /// The state machine's answer to a command (the message id of an enqueue

@@ -86,6 +86,28 @@ enum Command {
         #[command(subcommand)]
         action: user::UserCommand,
     },
+    /// Delete or purge a queue.
+    Queue {
+        #[command(subcommand)]
+        action: QueueAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum QueueAction {
+    /// Delete a queue (/queues/<name> or /quorum/<name>): its messages are
+    /// gone and its links are detached with amqp:resource-deleted. Any
+    /// node may be asked; it passes the request to the node that can do it.
+    Delete {
+        /// The queue address.
+        address: String,
+    },
+    /// Drop the messages waiting in a queue (those delivered and not yet
+    /// settled stay); a quorum queue through its Raft log, on every replica.
+    Purge {
+        /// The queue address.
+        address: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -137,6 +159,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Isolate => AdminRequest::Isolate { isolated: true },
         Command::Heal => AdminRequest::Isolate { isolated: false },
         Command::User { .. } => bail!("user commands are handled without a node"),
+        Command::Queue {
+            action: QueueAction::Delete { address },
+        } => AdminRequest::DeleteQueue {
+            address: address.clone(),
+            hops: 0,
+        },
+        Command::Queue {
+            action: QueueAction::Purge { address },
+        } => AdminRequest::PurgeQueue {
+            address: address.clone(),
+            hops: 0,
+        },
     };
     let response = tokio::time::timeout(timeout, ask(&cli, &request))
         .await
