@@ -90,6 +90,8 @@ class BrokerProcess:
         # test and not restarted since: teardown then expects no exit 0.
         self.killed = False
         self.proc = None
+        # A caller may allow a slower start (a node whose clock runs slow).
+        self.start_timeout_s = START_TIMEOUT_S
         self._spawn()
 
     def _spawn(self, may_exit=False):
@@ -141,14 +143,14 @@ class BrokerProcess:
         return self.proc.wait(timeout=STOP_TIMEOUT_S)
 
     def _await_ready(self, may_exit=False):
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         fd = self.proc.stdout.fileno()
         buffered = b""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill()
-                pytest.fail(f"ramqp-brokerd did not report readiness in {START_TIMEOUT_S}s\n{self.stderr_tail()}")
+                pytest.fail(f"ramqp-brokerd did not report readiness in {self.start_timeout_s}s\n{self.stderr_tail()}")
             readable, _, _ = select.select([fd], [], [], remaining)
             if not readable:
                 continue
@@ -173,7 +175,9 @@ class BrokerProcess:
                 return addr, tls_line[len(TLS_READY_PREFIX):].strip()
 
     def stderr_tail(self, lines: int = 60) -> str:
-        self._stderr.flush()
+        # Closed by cleanup() after a failed start; the file is still there.
+        if not self._stderr.closed:
+            self._stderr.flush()
         try:
             text = self.stderr_path.read_text(errors="replace")
         except OSError:
@@ -182,7 +186,8 @@ class BrokerProcess:
 
     def panics(self):
         """The panic messages in the broker's stderr, if any."""
-        self._stderr.flush()
+        if not self._stderr.closed:
+            self._stderr.flush()
         lines = self.stderr_path.read_text(errors="replace").splitlines()
         return [
             "\n".join(lines[i:i + 2])

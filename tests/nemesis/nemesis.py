@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 
+import pytest  # noqa: E402
 from proton import Timeout  # noqa: E402
 
 from cluster import CONSUMER, PUBLISHER, ClientProcess, Cluster, start_joining_node  # noqa: E402
@@ -335,6 +336,8 @@ class Run:
             process.env = env
             process.restart()
 
+        # At half speed the node's own waits at start take twice as long.
+        process.start_timeout_s = 60.0
         restart({**true_env, "LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": faketime}, f"FAKETIME={faketime}")
         self.record("note", text=f"node {node} runs with FAKETIME={faketime!r}")
         return lambda: restart(true_env, "its true clock")
@@ -567,7 +570,7 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
         fault_end = nemesis.now()
         problems += nemesis.finish()
         report = history.check(nemesis.events + nemesis.client_events(), fault_end, RESUME_BOUND_S, GAP_BOUNDS)
-    except Exception as e:  # the run itself broke: keep what there is
+    except (Exception, pytest.fail.Exception) as e:  # the run itself broke: keep what there is
         problems.append(f"run aborted: {type(e).__name__}: {e}")
         report = history.check(nemesis.events + nemesis.client_events())
     finally:
