@@ -2,7 +2,7 @@
 //! built from the certificate, key and client-CA files, swapped in whole
 //! by [`TlsServer::reload`] (SIGHUP in `ramqp-brokerd`; connections already
 //! up keep the configuration they started with), and the start of a
-//! connection on either listener ([`negotiate`]).
+//! connection on either listener (`negotiate.rs`).
 //!
 //! Knows nothing of SASL or AMQP frames beyond the 8-byte protocol
 //! headers; hands a byte stream and the client certificate's name to the
