@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command of this repository: build everything, check formatting
 # and clippy lints, run the Rust tests, then run the Qpid Proton interop
-# suite (tests/interop) and the short nemesis run (tests/nemesis) against
+# suite (tests/interop) and the short nemesis runs (tests/nemesis) against
 # the ramqp-brokerd binary that was just built.
 #
 #   scripts/test.sh              # everything
@@ -59,7 +59,8 @@ fi
 echo "==> pytest tests/interop (broker: $brokerd)"
 RAMQP_BROKERD="$brokerd" "$python" -m pytest tests/interop -q "$@"
 
-# A short fixed-seed fault run against a 3-node cluster (tests/nemesis,
-# under a minute here; root-only faults are skipped with a warning).
+# Three short fixed-seed fault runs against a 3-node cluster
+# (tests/nemesis, about 5 minutes here; root-only faults are skipped with
+# a warning).
 echo "==> pytest tests/nemesis (broker: $brokerd)"
 RAMQP_BROKERD="$brokerd" "$python" -m pytest tests/nemesis -q
