@@ -56,6 +56,17 @@ def test_order_is_judged_in_time_order_not_list_order():
     assert report.order_breaks == []
 
 
+def test_an_unconfirmed_publish_delivered_late_is_no_order_break():
+    events = [ev(0.0, "send", "a-0000000")] + published(0.1, "a-0000001")
+    events += [delivered(1.0, "a-0000001"), delivered(1.1, "a-0000000")]
+    report = history.check(events)
+    assert report.order_breaks == [], report.summary()
+    # The same two, both confirmed: an order break.
+    events = published(0.0, "a-0000000") + published(0.1, "a-0000001")
+    events += [delivered(1.0, "a-0000001"), delivered(1.1, "a-0000000")]
+    assert history.check(events).order_breaks == [("a", 1, 0)]
+
+
 def test_availability_per_fault():
     events = published(0.0, "a-0000000")
     events += [ev(1.0, "fault", process="nemesis", fault="kill9-leader", target="1")]
