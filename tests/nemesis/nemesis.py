@@ -39,6 +39,7 @@ from cluster import CONSUMER, PUBLISHER, ClientProcess, Cluster, start_joining_n
 from helpers import TIMEOUT, connection  # noqa: E402
 import history  # noqa: E402
 import disks  # noqa: E402
+from tools import FAKETIME_LIB, faketime_unavailable, root_and  # noqa: E402
 import netns  # noqa: E402
 
 ADDRESS = "/quorum/nemesis"
@@ -98,28 +99,6 @@ class Fault:
     inject: object
     # Seconds the fault is held (rng -> float).
     hold: object
-
-
-# libfaketime, from Debian's faketime package. Only its whole-process modes
-# are used: with FAKETIME_DONT_FAKE_MONOTONIC (a wall-clock-only step) its
-# clock_nanosleep returns EINVAL, and a timestamp file changed under a
-# running process steps the monotonic clock backwards, which no real
-# machine does (both tried here).
-FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
-
-
-def faketime_unavailable():
-    if not FAKETIME_LIB.exists():
-        return f"{FAKETIME_LIB} is missing (apt-get install faketime)"
-    return None
-
-
-def root_and(tool):
-    if os.geteuid() != 0:
-        return "needs root (ptrace)"
-    if shutil.which(tool) is None:
-        return f"{tool} is not installed"
-    return None
 
 
 class Run:
