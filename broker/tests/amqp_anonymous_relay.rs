@@ -157,13 +157,7 @@ async fn relays_through_a_follower_to_the_quorum_leader() {
     config.quorum.leader_wait_ms = 5000;
     let cluster = Cluster::start(3, config).await.unwrap();
     publish(cluster.addr(1).unwrap(), "relay-fwd", &[]).await;
-    let mut leader = None;
-    eventually(Duration::from_secs(10), "a leader", || {
-        leader = cluster.leader_of("relay-fwd");
-        leader.is_some()
-    })
-    .await;
-    let leader = leader.unwrap_or_default();
+    let leader = wait_for_leader(&cluster, "relay-fwd", None, Duration::from_secs(10)).await;
     let follower = cluster
         .running()
         .into_iter()

@@ -232,13 +232,7 @@ async fn the_clients_node_decides_for_a_queue_led_elsewhere() {
         .await
         .unwrap();
     assert!(outcome.is_accepted(), "{outcome:?}");
-    let mut leader = None;
-    eventually(Duration::from_secs(10), "a leader", || {
-        leader = cluster.leader_of("perm-fwd");
-        leader.is_some()
-    })
-    .await;
-    let leader = leader.unwrap_or_default();
+    let leader = wait_for_leader(&cluster, "perm-fwd", None, Duration::from_secs(10)).await;
     let follower = cluster
         .running()
         .into_iter()

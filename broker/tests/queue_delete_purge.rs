@@ -182,13 +182,7 @@ async fn cluster_purge_and_delete_reach_every_replica() {
     let address = "/quorum/everywhere";
     let accepted = publish(cluster.addr(1).unwrap(), "everywhere", &texts(0..20)).await;
     assert_eq!(accepted.len(), 20);
-    let mut leader = None;
-    eventually(Duration::from_secs(10), "a leader", || {
-        leader = cluster.leader_of("everywhere");
-        leader.is_some()
-    })
-    .await;
-    let leader = leader.unwrap_or_default();
+    let leader = wait_for_leader(&cluster, "everywhere", None, Duration::from_secs(10)).await;
     let follower = cluster
         .running()
         .into_iter()
