@@ -13,6 +13,7 @@
 //!
 //! Behind the `test-backends` feature; never used by a production store.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -181,10 +182,11 @@ impl LossyFile {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Page `n` as the database sees it now.
-    fn page(&self, overlay: &Overlay, n: u64) -> io::Result<Vec<u8>> {
+    /// Page `n` as the database sees it now: the dirty copy, or what the
+    /// file holds (zeros past `zero_from`).
+    fn page<'a>(&self, overlay: &'a Overlay, n: u64) -> io::Result<Cow<'a, [u8]>> {
         if let Some(page) = overlay.pages.get(&n) {
-            return Ok(page.clone());
+            return Ok(Cow::Borrowed(page));
         }
         let mut page = vec![0u8; PAGE as usize];
         let start = n * PAGE;
@@ -192,7 +194,7 @@ impl LossyFile {
         if readable > 0 {
             read_up_to(&self.file, start, &mut page[..readable])?;
         }
-        Ok(page)
+        Ok(Cow::Owned(page))
     }
 }
 
@@ -230,12 +232,8 @@ impl redb::StorageBackend for LossyFile {
             let within = (at % PAGE) as usize;
             let take = ((PAGE as usize) - within).min((end - at) as usize);
             let dst = (at - offset) as usize;
-            if let Some(page) = overlay.pages.get(&n) {
-                out[dst..dst + take].copy_from_slice(&page[within..within + take]);
-            } else {
-                let page = self.page(&overlay, n)?;
-                out[dst..dst + take].copy_from_slice(&page[within..within + take]);
-            }
+            let page = self.page(&overlay, n)?;
+            out[dst..dst + take].copy_from_slice(&page[within..within + take]);
             at += take as u64;
         }
         Ok(())
@@ -298,7 +296,7 @@ impl redb::StorageBackend for LossyFile {
             let take = ((PAGE as usize) - within).min((end - at) as usize);
             let mut page = match overlay.pages.remove(&n) {
                 Some(page) => page,
-                None => self.page(&overlay, n)?,
+                None => self.page(&overlay, n)?.into_owned(),
             };
             let src = (at - offset) as usize;
             page[within..within + take].copy_from_slice(&data[src..src + take]);
