@@ -215,21 +215,10 @@ impl Registry {
     }
 
     /// Wait (bounded by the leader wait) until `routed` knows its target,
-    /// so a fresh link starts without a search. A search that has given
-    /// up goes on in the background (a partition may just have healed):
-    /// a new link gives it the shorter unreachable wait to succeed before
-    /// it is refused.
+    /// so a fresh link starts without a search.
     async fn wait_for_target(&self, routed: &RoutedQueue) {
-        let given_up = routed.given_up();
-        let bound = if given_up {
-            self.forwarder.unreachable_wait()
-        } else {
-            self.forwarder.leader_wait()
-        };
-        let _ = tokio::time::timeout(bound, async {
-            while matches!(routed.target(), Target::Searching(_))
-                && (given_up || !routed.given_up())
-            {
+        let _ = tokio::time::timeout(self.forwarder.leader_wait(), async {
+            while matches!(routed.target(), Target::Searching(_)) && !routed.given_up() {
                 tokio::time::sleep(TARGET_POLL).await;
             }
         })
