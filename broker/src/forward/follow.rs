@@ -10,16 +10,7 @@
 //!   reported `released` (never a false `accepted`; the client resends);
 //!   publishes taken while searching are sent to the new target;
 //! - only when no leader is found within `quorum.leader_wait_ms` are the
-//!   consumers closed and further publishes refused; sooner (an election
-//!   time-out and two seconds, [`Forwarder::unreachable_wait`]) when the
-//!   search keeps failing because this node reaches no one who could
-//!   serve: no replica answers, or the leader they name does not. That is
-//!   a node cut off from the cluster (or from its leader), and its
-//!   clients get service sooner by dialling another node than by
-//!   waiting. A replica that answers without a leader (an election under
-//!   way) restarts that count.
-//!
-//! [`Forwarder::unreachable_wait`]: super::Forwarder::unreachable_wait
+//!   consumers closed and further publishes refused.
 //!
 //! Lost links and shipments at a remote target are noticed through its
 //! numbered streams (`streams.rs`).
@@ -152,7 +143,6 @@ impl RoutedQueue {
         if matches!(target, Target::Searching(_)) {
             return;
         }
-        state.cut_off = false;
         tracing::debug!(queue = %self.address, ?old, ?target, "following the leader");
         let ids: Vec<ConsumerId> = state.consumers.keys().copied().collect();
         for id in ids {
@@ -260,22 +250,13 @@ impl RoutedQueue {
     }
 
     /// No leader within the wait: close the consumers (the engine detaches
-    /// them) and release the publishes held for a leader. `unreachable`:
-    /// the search gave up early, reaching no one who could serve.
-    fn give_up(&self, unreachable: bool) {
-        let why = if unreachable {
-            "no reachable leader (this node is cut off from it)"
-        } else {
-            "no leader found in time"
-        };
-        tracing::info!(queue = %self.address, why, "closing its links");
-        if unreachable {
-            let mut state = self.lock();
-            if matches!(state.target, Target::Searching(_)) {
-                state.cut_off = true;
-            }
-        }
-        self.close_all(condition::DETACH_FORCED, format!("{}: {why}", self.address));
+    /// them) and release the publishes held for a leader.
+    fn give_up(&self) {
+        tracing::info!(queue = %self.address, "no leader found in time; closing its links");
+        self.close_all(
+            condition::DETACH_FORCED,
+            format!("{}: no leader found in time", self.address),
+        );
     }
 
     /// Close every consumer with `condition` and release what publishers
@@ -304,7 +285,7 @@ impl RoutedQueue {
     }
 
     /// Where the queue is served now, if that can be found out.
-    async fn locate(&self) -> Search {
+    async fn locate(&self) -> Option<Target> {
         let me = self.fwd.node_id;
         let mut candidates: Vec<NodeId> = Vec::new();
         if let Some(owner) = self.owner {
@@ -312,14 +293,13 @@ impl RoutedQueue {
         } else {
             if let Some(local) = self.local_or_open() {
                 if local.sync_leadership() {
-                    return Search::Found(Target::Local);
+                    return Some(Target::Local);
                 }
                 candidates.extend(local.leader());
             }
             candidates.extend(self.fwd.replicas(self.address.name()));
         }
         let mut tried = Vec::new();
-        let mut electing = false;
         while let Some(node) = candidates.first().copied() {
             candidates.remove(0);
             if node == me || tried.contains(&node) {
@@ -336,21 +316,16 @@ impl RoutedQueue {
                         // A new stream: other queues' links there are gone.
                         self.fwd.resync(node);
                     }
-                    return Search::Found(Target::Remote(node));
+                    return Some(Target::Remote(node));
                 }
                 Some(Reply::Probed {
                     leader: Some(leader),
                     ..
                 }) => candidates.insert(0, leader),
-                Some(_) => electing = true,
-                None => {}
+                _ => {}
             }
         }
-        if electing {
-            Search::Electing
-        } else {
-            Search::Unreachable
-        }
+        None
     }
 
     /// The local replica, opened since this queue was made if need be.
@@ -407,51 +382,21 @@ impl RoutedQueue {
     }
 }
 
-/// What one search for the serving node found.
-enum Search {
-    /// The queue is served there.
-    Found(Target),
-    /// A replica answered and knows no leader: an election may be under
-    /// way (or the group has no quorum), worth the whole leader wait.
-    Electing,
-    /// No replica answered, or the leader they name did not.
-    Unreachable,
-}
-
 /// The follower task of one routed queue; ends when the queue is dropped.
 pub(super) async fn follow(queue: Weak<RoutedQueue>) {
     let mut gave_up = false;
-    // Since when every search found no one reachable who could serve.
-    let mut unreachable_since: Option<tokio::time::Instant> = None;
     loop {
         let Some(q) = queue.upgrade() else {
             return;
         };
         let target = q.target();
-        if !matches!(target, Target::Searching(_)) {
-            unreachable_since = None;
-        }
         match target {
             Target::Searching(since) => {
-                let unreachable = match q.locate().await {
-                    Search::Found(found) => {
-                        unreachable_since = None;
-                        if q.found(found) {
-                            gave_up = false;
-                            continue;
-                        }
-                        false
-                    }
-                    Search::Electing => {
-                        unreachable_since = None;
-                        false
-                    }
-                    Search::Unreachable => {
-                        let first =
-                            *unreachable_since.get_or_insert_with(tokio::time::Instant::now);
-                        first.elapsed() > q.fwd.unreachable_wait()
-                    }
-                };
+                let found = q.locate().await;
+                if found.is_some_and(|found| q.found(found)) {
+                    gave_up = false;
+                    continue;
+                }
                 // Undeclared for a while (not a declaration that has not
                 // reached this node's metadata yet).
                 let deleted = q.owner.is_none()
@@ -466,9 +411,9 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                     gave_up = true;
                     continue;
                 }
-                let waited = since.elapsed() > q.fwd.leader_wait() || unreachable;
+                let waited = since.elapsed() > q.fwd.leader_wait();
                 if waited && !gave_up {
-                    q.give_up(unreachable);
+                    q.give_up();
                     gave_up = true;
                 }
                 let pause = if waited {

@@ -110,16 +110,6 @@ impl Forwarder {
         Duration::from_millis(self.config.leader_wait_ms)
     }
 
-    /// How long a search may fail for want of reaching anyone who could
-    /// serve (no replica answers, or the leader they name does not)
-    /// before its links are closed: an election time-out, which is as
-    /// long as replicas that can talk take to notice a lost leader and
-    /// start electing, plus two seconds of probes. Never more than
-    /// [`Forwarder::leader_wait`].
-    pub(crate) fn unreachable_wait(&self) -> Duration {
-        Duration::from_millis(self.config.election_timeout_max_ms + 2000).min(self.leader_wait())
-    }
-
     /// How long a forwarded publish may wait for its outcome (a second
     /// more than the leader's own commit time-out).
     pub(crate) fn publish_timeout(&self) -> Duration {

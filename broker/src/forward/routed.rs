@@ -98,20 +98,6 @@ pub(super) struct State {
     pub(super) backlog: VecDeque<Held>,
     /// Publishers waiting for room.
     pub(super) waiters: Vec<(Sink, u64)>,
-    /// The search gave up early: this node reaches no one who could serve
-    /// (see `follow.rs`). Cleared when a target is found.
-    pub(super) cut_off: bool,
-}
-
-impl State {
-    /// Whether the search for a target has given up: no leader within the
-    /// leader wait, or none reachable within the shorter wait.
-    pub(super) fn given_up(&self, leader_wait: std::time::Duration) -> bool {
-        match self.target {
-            Target::Searching(since) => self.cut_off || since.elapsed() > leader_wait,
-            _ => false,
-        }
-    }
 }
 
 /// A queue served here or elsewhere; see the module documentation.
@@ -157,7 +143,6 @@ impl RoutedQueue {
                     pending: HashMap::default(),
                     backlog: VecDeque::new(),
                     waiters: Vec::new(),
-                    cut_off: false,
                 },
             ),
             kick: Notify::new(),
@@ -185,12 +170,6 @@ impl RoutedQueue {
     /// Where the queue is served now.
     pub(crate) fn target(&self) -> Target {
         self.lock().target
-    }
-
-    /// Whether the search for a target has given up (see
-    /// [`State::given_up`]): a new link then gets an error at once.
-    pub(crate) fn given_up(&self) -> bool {
-        self.lock().given_up(self.fwd.leader_wait())
     }
 
     /// Send link traffic to `node`; on failure the target is lost: search
@@ -416,7 +395,7 @@ impl Queue for RoutedQueue {
         };
         match state.target {
             Target::Remote(node) => self.publish_remote(&mut state, node, held),
-            Target::Searching(_) if state.given_up(self.fwd.leader_wait()) => {
+            Target::Searching(since) if since.elapsed() > self.fwd.leader_wait() => {
                 if let Some(confirm) = held.confirm {
                     confirm.report(Outcome::Released);
                 }
@@ -449,7 +428,7 @@ impl Queue for RoutedQueue {
         }
         let room = Self::in_flight(&state) < self.window;
         match state.target {
-            Target::Searching(_) if state.given_up(self.fwd.leader_wait()) => {
+            Target::Searching(since) if since.elapsed() > self.fwd.leader_wait() => {
                 // No leader in time: let the publisher send, so its next
                 // publish is refused with an error instead of waiting for
                 // credit forever.
@@ -465,11 +444,13 @@ impl Queue for RoutedQueue {
 
     fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError> {
         let mut state = self.lock();
-        if state.given_up(self.fwd.leader_wait()) {
-            return Err(QueueError::NotLeader {
-                queue: self.address.to_string(),
-                leader: None,
-            });
+        if let Target::Searching(since) = state.target {
+            if since.elapsed() > self.fwd.leader_wait() {
+                return Err(QueueError::NotLeader {
+                    queue: self.address.to_string(),
+                    leader: None,
+                });
+            }
         }
         let id = ConsumerId(state.next_consumer);
         state.next_consumer += 1;

@@ -218,7 +218,7 @@ impl Registry {
     /// so a fresh link starts without a search.
     async fn wait_for_target(&self, routed: &RoutedQueue) {
         let _ = tokio::time::timeout(self.forwarder.leader_wait(), async {
-            while matches!(routed.target(), Target::Searching(_)) && !routed.given_up() {
+            while matches!(routed.target(), Target::Searching(_)) {
                 tokio::time::sleep(TARGET_POLL).await;
             }
         })
