@@ -175,6 +175,47 @@ def test_isolated_leader_refuses_and_majority_serves(cluster3):
     finish_and_check(publisher, consumer, "isolate and heal the leader")
 
 
+def test_isolated_leader_sends_its_clients_elsewhere(cluster3):
+    """A publisher attached to the leader when that leader is cut off from
+    both other nodes: the leader stops serving once no quorum has
+    acknowledged it for an election time-out (check-quorum), its node
+    finds no reachable leader and detaches the link well before the
+    15 s leader wait, and the client, dialling the next node, publishes
+    again while the cut lasts. Before check-quorum the isolated leader
+    kept the link until the heal."""
+    address = "/quorum/isolated-clients"
+    declare(cluster3, 1, address)
+    leader = cluster3.leader_of(address)
+    others = [n for n in cluster3.nodes if n != leader]
+    urls = ",".join(cluster3.url(n) for n in (leader, *others))
+    consumer = ClientProcess(CONSUMER, cluster3.url(others[0]), address, 200, 150)
+    publisher = ClientProcess(PUBLISHER, urls, address, 100, 20000, 150, "reconnect")
+    try:
+        publisher.wait_for(lambda p: p.count("A") >= 500, 60, "500 accepts before the cut")
+        cluster3.ctl(leader, "isolate")
+        cut_at = time.monotonic()
+        before = publisher.count("A")
+        # The cut lasts until the publisher is served elsewhere (or 40 s).
+        publisher.wait_for(
+            lambda p: p.count("A") >= before + 200 or "END" in p.events(),
+            40,
+            "the publisher to be served by another node during the cut",
+        )
+        gap = publisher.longest_gap("A", cut_at, time.monotonic())
+        moved = [e for e in publisher.events() if e.startswith(("DETACHED", "DISCONNECTED"))]
+        print(f"\nisolated leader {leader}: its publisher detached ({moved[:1]}), "
+              f"longest pause in accepts {gap:.2f}s")
+        assert moved, "the publisher was never sent away from the isolated leader"
+        assert gap < 14.0, f"accepts paused {gap:.2f}s: the link waited out the leader wait"
+        cluster3.ctl(leader, "heal")
+        cluster3.wait_healthy()
+    except BaseException:
+        publisher.stop()
+        consumer.stop()
+        raise
+    finish_and_check(publisher, consumer, "isolated leader's publisher", links_may_drop=True)
+
+
 def test_rolling_restart_of_all_three_nodes_under_load(cluster3):
     """SIGTERM each node in turn and start it again, while a publisher and
     a consumer run. They list every node and reconnect when theirs goes

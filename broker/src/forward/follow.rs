@@ -10,16 +10,20 @@
 //!   reported `released` (never a false `accepted`; the client resends);
 //!   publishes taken while searching are sent to the new target;
 //! - only when no leader is found within `quorum.leader_wait_ms` are the
-//!   consumers closed and further publishes refused.
+//!   consumers closed and further publishes refused; sooner when the
+//!   search shows this node cut off from whoever serves the queue
+//!   (`cut_off.rs`), so its clients go to another node instead of
+//!   waiting for the network to heal.
 //!
 //! Lost links and shipments at a remote target are noticed through its
 //! numbered streams (`streams.rs`).
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::cut_off::{Cut, CutWatch, Sightings};
 use super::protocol::{Reply, Request, ToServer};
 use super::routed::{At, RoutedQueue, State, Target};
 use crate::codec::definitions::condition;
@@ -143,6 +147,7 @@ impl RoutedQueue {
         if matches!(target, Target::Searching(_)) {
             return;
         }
+        state.cut_off = false;
         tracing::debug!(queue = %self.address, ?old, ?target, "following the leader");
         let ids: Vec<ConsumerId> = state.consumers.keys().copied().collect();
         for id in ids {
@@ -249,14 +254,22 @@ impl RoutedQueue {
         true
     }
 
-    /// No leader within the wait: close the consumers (the engine detaches
-    /// them) and release the publishes held for a leader.
-    fn give_up(&self) {
-        tracing::info!(queue = %self.address, "no leader found in time; closing its links");
-        self.close_all(
-            condition::DETACH_FORCED,
-            format!("{}: no leader found in time", self.address),
-        );
+    /// No leader within the wait, or `cut` off from it: close the
+    /// consumers (the engine detaches them) and release the publishes held
+    /// for a leader; while cut off, new links are refused too.
+    fn give_up(&self, cut: Option<Cut>) {
+        let why = match cut {
+            Some(cut) => {
+                let mut state = self.lock();
+                if matches!(state.target, Target::Searching(_)) {
+                    state.cut_off = true;
+                }
+                cut.describe()
+            }
+            None => "no leader found in time".to_string(),
+        };
+        tracing::info!(queue = %self.address, why, "closing its links");
+        self.close_all(condition::DETACH_FORCED, format!("{}: {why}", self.address));
     }
 
     /// Close every consumer with `condition` and release what publishers
@@ -284,21 +297,28 @@ impl RoutedQueue {
         }
     }
 
-    /// Where the queue is served now, if that can be found out.
-    async fn locate(&self) -> Option<Target> {
+    /// Where the queue is served now, if that can be found out; else
+    /// whether this node looks cut off from it (see `cut_off.rs`).
+    async fn locate(&self) -> Result<Target, Option<Cut>> {
         let me = self.fwd.node_id;
         let mut candidates: Vec<NodeId> = Vec::new();
+        let mut leads_alone = false;
+        let mut own_contact = None;
         if let Some(owner) = self.owner {
             candidates.push(owner);
         } else {
             if let Some(local) = self.local_or_open() {
                 if local.sync_leadership() {
-                    return Some(Target::Local);
+                    return Ok(Target::Local);
                 }
+                leads_alone = local.leads_without_quorum();
+                own_contact = local.leader_contact();
                 candidates.extend(local.leader());
             }
             candidates.extend(self.fwd.replicas(self.address.name()));
         }
+        let rules = self.fwd.cut_rules();
+        let mut seen = Sightings::default();
         let mut tried = Vec::new();
         while let Some(node) = candidates.first().copied() {
             candidates.remove(0);
@@ -316,16 +336,29 @@ impl RoutedQueue {
                         // A new stream: other queues' links there are gone.
                         self.fwd.resync(node);
                     }
-                    return Some(Target::Remote(node));
+                    return Ok(Target::Remote(node));
                 }
                 Some(Reply::Probed {
-                    leader: Some(leader),
+                    leader,
+                    leader_heard_ms,
                     ..
-                }) => candidates.insert(0, leader),
-                _ => {}
+                }) => {
+                    let heard = leader_heard_ms.map(Duration::from_millis);
+                    seen.answered(&rules, leader, heard);
+                    if let Some(leader) = leader {
+                        candidates.insert(0, leader);
+                    }
+                }
+                Some(_) => seen.answered(&rules, None, None),
+                None => seen.silent(node),
             }
         }
-        None
+        // A transient queue has no replicas to tell a cut from a restart
+        // of its owner: it keeps the plain leader wait.
+        if self.owner.is_some() {
+            return Err(None);
+        }
+        Err(seen.verdict(&rules, me, leads_alone, own_contact))
     }
 
     /// The local replica, opened since this queue was made if need be.
@@ -385,18 +418,28 @@ impl RoutedQueue {
 /// The follower task of one routed queue; ends when the queue is dropped.
 pub(super) async fn follow(queue: Weak<RoutedQueue>) {
     let mut gave_up = false;
+    let mut cut_watch = CutWatch::default();
     loop {
         let Some(q) = queue.upgrade() else {
             return;
         };
         let target = q.target();
+        if !matches!(target, Target::Searching(_)) {
+            cut_watch.clear();
+        }
         match target {
             Target::Searching(since) => {
-                let found = q.locate().await;
-                if found.is_some_and(|found| q.found(found)) {
-                    gave_up = false;
-                    continue;
-                }
+                let cut = match q.locate().await {
+                    Ok(found) => {
+                        cut_watch.clear();
+                        if q.found(found) {
+                            gave_up = false;
+                            continue;
+                        }
+                        None
+                    }
+                    Err(verdict) => cut_watch.observe(&q.fwd.cut_rules(), verdict, Instant::now()),
+                };
                 // Undeclared for a while (not a declaration that has not
                 // reached this node's metadata yet).
                 let deleted = q.owner.is_none()
@@ -411,9 +454,9 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                     gave_up = true;
                     continue;
                 }
-                let waited = since.elapsed() > q.fwd.leader_wait();
+                let waited = since.elapsed() > q.fwd.leader_wait() || cut.is_some();
                 if waited && !gave_up {
-                    q.give_up();
+                    q.give_up(cut);
                     gave_up = true;
                 }
                 let pause = if waited {

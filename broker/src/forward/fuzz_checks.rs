@@ -38,8 +38,9 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             links: vec![1, 2, 300],
         }),
         postcard::to_allocvec(&Reply::Probed {
-            serves: true,
+            serves: false,
             leader: Some(2),
+            leader_heard_ms: Some(120),
             unknown: vec![300],
             shipped: (stream, 41),
         }),

@@ -14,6 +14,7 @@
 //! leader); a transient queue on one *owner* node chosen from its name
 //! over the cluster members ([`Forwarder::owner_of`]).
 
+mod cut_off;
 mod follow;
 pub(crate) mod fuzz_checks;
 mod protocol;
@@ -108,6 +109,19 @@ impl Forwarder {
 
     pub(crate) fn leader_wait(&self) -> Duration {
         Duration::from_millis(self.config.leader_wait_ms)
+    }
+
+    /// The bounds of telling a cut from a fail-over (`cut_off.rs`).
+    fn cut_rules(&self) -> cut_off::Rules {
+        cut_off::Rules::new(&self.config)
+    }
+
+    /// How long a new link on a queue whose search gave up for a cut
+    /// waits for that search before it is answered: the network may have
+    /// healed a moment ago. An election time-out and two seconds, never
+    /// more than [`Forwarder::leader_wait`].
+    pub(crate) fn cut_off_grace(&self) -> Duration {
+        Duration::from_millis(self.config.election_timeout_max_ms + 2000).min(self.leader_wait())
     }
 
     /// How long a forwarded publish may wait for its outcome (a second

@@ -70,6 +70,10 @@ pub(crate) enum Reply {
         serves: bool,
         /// Who leads, if the asked node knows.
         leader: Option<NodeId>,
+        /// How long ago (ms) the asked node's replica last took an
+        /// AppendEntries from that leader, if it ever did: a fresh figure
+        /// vouches that the leader is alive (see `cut_off.rs`).
+        leader_heard_ms: Option<u64>,
         /// Links the asked node does not know.
         unknown: Vec<u64>,
         /// The asked node's stream to the asking node and the last

@@ -98,6 +98,20 @@ pub(super) struct State {
     pub(super) backlog: VecDeque<Held>,
     /// Publishers waiting for room.
     pub(super) waiters: Vec<(Sink, u64)>,
+    /// The search gave up early: this node is cut off from whoever serves
+    /// the queue (see `cut_off.rs`). Cleared when a target is found.
+    pub(super) cut_off: bool,
+}
+
+impl State {
+    /// Whether the search for a target has given up: no leader within the
+    /// leader wait, or cut off from it.
+    pub(super) fn given_up(&self, leader_wait: std::time::Duration) -> bool {
+        match self.target {
+            Target::Searching(since) => self.cut_off || since.elapsed() > leader_wait,
+            _ => false,
+        }
+    }
 }
 
 /// A queue served here or elsewhere; see the module documentation.
@@ -143,6 +157,7 @@ impl RoutedQueue {
                     pending: HashMap::default(),
                     backlog: VecDeque::new(),
                     waiters: Vec::new(),
+                    cut_off: false,
                 },
             ),
             kick: Notify::new(),
@@ -170,6 +185,12 @@ impl RoutedQueue {
     /// Where the queue is served now.
     pub(crate) fn target(&self) -> Target {
         self.lock().target
+    }
+
+    /// Whether the search for a target has given up (see
+    /// [`State::given_up`]): a new link is then answered at once.
+    pub(crate) fn given_up(&self) -> bool {
+        self.lock().given_up(self.fwd.leader_wait())
     }
 
     /// Send link traffic to `node`; on failure the target is lost: search
@@ -395,7 +416,7 @@ impl Queue for RoutedQueue {
         };
         match state.target {
             Target::Remote(node) => self.publish_remote(&mut state, node, held),
-            Target::Searching(since) if since.elapsed() > self.fwd.leader_wait() => {
+            Target::Searching(_) if state.given_up(self.fwd.leader_wait()) => {
                 if let Some(confirm) = held.confirm {
                     confirm.report(Outcome::Released);
                 }
@@ -428,8 +449,8 @@ impl Queue for RoutedQueue {
         }
         let room = Self::in_flight(&state) < self.window;
         match state.target {
-            Target::Searching(since) if since.elapsed() > self.fwd.leader_wait() => {
-                // No leader in time: let the publisher send, so its next
+            Target::Searching(_) if state.given_up(self.fwd.leader_wait()) => {
+                // No leader in time (or cut off): let the publisher send, so its next
                 // publish is refused with an error instead of waiting for
                 // credit forever.
                 return true;
@@ -444,13 +465,11 @@ impl Queue for RoutedQueue {
 
     fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError> {
         let mut state = self.lock();
-        if let Target::Searching(since) = state.target {
-            if since.elapsed() > self.fwd.leader_wait() {
-                return Err(QueueError::NotLeader {
-                    queue: self.address.to_string(),
-                    leader: None,
-                });
-            }
+        if state.given_up(self.fwd.leader_wait()) {
+            return Err(QueueError::NotLeader {
+                queue: self.address.to_string(),
+                leader: None,
+            });
         }
         let id = ConsumerId(state.next_consumer);
         state.next_consumer += 1;

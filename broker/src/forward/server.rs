@@ -380,12 +380,15 @@ impl Server {
     /// Answer an origin's probe.
     pub(super) fn probe(&self, origin: NodeId, address: &str, links: Vec<u64>) -> Reply {
         let serves = self.resolve(address).is_ok();
-        let leader = QueueAddress::parse(address).ok().and_then(|a| {
-            self.fwd
-                .upgrade()
-                .and_then(|f| f.quorum.get(&a))
-                .and_then(|q| q.leader())
-        });
+        let replica = QueueAddress::parse(address)
+            .ok()
+            .and_then(|a| self.fwd.upgrade().and_then(|f| f.quorum.get(&a)));
+        let leader = replica.as_ref().and_then(|q| q.leader());
+        let leader_heard_ms = replica
+            .as_ref()
+            .and_then(|q| q.leader_contact())
+            .filter(|(heard, _)| Some(*heard) == leader)
+            .map(|(_, age)| age.as_millis() as u64);
         let known = self.links.lock().unwrap_or_else(|p| p.into_inner());
         let unknown = links
             .into_iter()
@@ -395,6 +398,7 @@ impl Server {
         Reply::Probed {
             serves,
             leader,
+            leader_heard_ms,
             unknown,
             shipped: self.stream_to(origin),
         }

@@ -215,10 +215,17 @@ impl Registry {
     }
 
     /// Wait (bounded by the leader wait) until `routed` knows its target,
-    /// so a fresh link starts without a search.
+    /// so a fresh link starts without a search. A search that gave up
+    /// because this node is cut off is waited for only the shorter
+    /// cut-off grace (the network may just have healed): the link is then
+    /// answered with an error rather than after the whole leader wait.
     async fn wait_for_target(&self, routed: &RoutedQueue) {
+        let started = tokio::time::Instant::now();
+        let grace = self.forwarder.cut_off_grace();
         let _ = tokio::time::timeout(self.forwarder.leader_wait(), async {
-            while matches!(routed.target(), Target::Searching(_)) {
+            while matches!(routed.target(), Target::Searching(_))
+                && !(routed.given_up() && started.elapsed() >= grace)
+            {
                 tokio::time::sleep(TARGET_POLL).await;
             }
         })

@@ -2,6 +2,14 @@
 //! its dispatcher from the replicated index (`feed.rs`), one that stops leading drops
 //! it; the watcher task also asks openraft for the snapshots the state
 //! machine wants (`compaction.rs`).
+//!
+//! Leading here means more than openraft's `ServerState::Leader`: a
+//! leader that has had no acknowledgement from a quorum for an election
+//! time-out (`election_timeout_max`) stops serving (check-quorum, which
+//! openraft 0.9 lacks). Cut off from the other replicas it cannot commit
+//! anything, while they elect a new leader; serving on would keep its
+//! clients waiting on publishes that time out and consumers that get
+//! nothing, instead of sending their links to the new leader.
 
 use std::sync::Arc;
 
@@ -12,15 +20,37 @@ use super::types::QueueRaftHandle;
 use crate::codec::definitions::condition;
 use crate::net::NodeId;
 use crate::queue::QueueEventKind;
+use crate::raft::leadership::Metrics;
 
 /// Whether the metrics say this node leads.
 /// `Some(last log index)` while this node leads, as openraft reports it
-/// now; `None` otherwise.
+/// now, and a quorum acknowledged it within the check-quorum window;
+/// `None` otherwise.
 pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId) -> Option<u64> {
+    let window = raft.config().election_timeout_max;
     let m = raft.metrics();
     let m = m.borrow();
-    (m.state == ServerState::Leader && m.current_leader == Some(node_id))
-        .then(|| m.last_log_index.unwrap_or(0))
+    leading_with_quorum(&m, node_id, window)
+}
+
+/// The rule behind [`leadership`]: a leader whose quorum's last
+/// acknowledgement is older than `window_ms` does not count. openraft
+/// reports the age at every turn of its loop, at least once a tick (1.5
+/// heartbeat intervals), so it is at most that stale. A leader alone in
+/// its group acknowledges itself; one just elected has no figure yet and
+/// counts (its votes were the acknowledgement).
+fn leading_with_quorum(m: &Metrics, node_id: NodeId, window_ms: u64) -> Option<u64> {
+    let leads = m.state == ServerState::Leader && m.current_leader == Some(node_id);
+    let heard = m.millis_since_quorum_ack.is_none_or(|ms| ms <= window_ms);
+    (leads && heard).then(|| m.last_log_index.unwrap_or(0))
+}
+
+/// Whether openraft says this node leads, but without a quorum's recent
+/// acknowledgement (so [`leadership`] says no).
+pub(super) fn leads_without_quorum(m: &Metrics, node_id: NodeId, window_ms: u64) -> bool {
+    m.state == ServerState::Leader
+        && m.current_leader == Some(node_id)
+        && leading_with_quorum(m, node_id, window_ms).is_none()
 }
 
 /// Switch the queue to leading or not: a node that becomes leader builds
@@ -71,15 +101,32 @@ pub(super) async fn watch_leadership(
     queue: String,
 ) {
     let mut metrics = raft.metrics();
+    let window = raft.config().election_timeout_max;
+    let mut cut_off = false;
     loop {
-        let (leading, log_applied) = {
+        let (leading, log_applied, without_quorum) = {
             let m = metrics.borrow_and_update();
             (
-                (m.state == ServerState::Leader && m.current_leader == Some(node_id))
-                    .then(|| m.last_log_index.unwrap_or(0)),
+                leading_with_quorum(&m, node_id, window),
                 m.last_applied.map(|l| l.index) >= m.last_log_index,
+                leads_without_quorum(&m, node_id, window)
+                    .then_some(m.millis_since_quorum_ack)
+                    .flatten(),
             )
         };
+        match (without_quorum, cut_off) {
+            (Some(ms), false) => tracing::warn!(
+                %queue,
+                node_id,
+                since_quorum_ack_ms = ms,
+                "leader without a quorum's acknowledgement: stops serving"
+            ),
+            (None, true) if leading.is_some() => {
+                tracing::info!(%queue, node_id, "quorum acknowledgement back: serving again");
+            }
+            _ => {}
+        }
+        cut_off = without_quorum.is_some();
         set_leading(&shared, leading, node_id, &queue);
         if leading.is_some() {
             shared.lock().confirm_missing(&queue, log_applied);
@@ -101,5 +148,54 @@ pub(super) async fn watch_leadership(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leader_metrics(me: NodeId, since_ack: Option<u64>) -> Metrics {
+        let mut m = Metrics::new_initial(me);
+        m.state = ServerState::Leader;
+        m.current_leader = Some(me);
+        m.last_log_index = Some(7);
+        m.millis_since_quorum_ack = since_ack;
+        m
+    }
+
+    #[test]
+    fn a_leader_serves_only_while_a_quorum_acknowledges_it() {
+        assert_eq!(
+            leading_with_quorum(&leader_metrics(1, Some(0)), 1, 3000),
+            Some(7)
+        );
+        assert_eq!(
+            leading_with_quorum(&leader_metrics(1, Some(3000)), 1, 3000),
+            Some(7)
+        );
+        assert_eq!(
+            leading_with_quorum(&leader_metrics(1, Some(3001)), 1, 3000),
+            None
+        );
+        assert!(leads_without_quorum(
+            &leader_metrics(1, Some(3001)),
+            1,
+            3000
+        ));
+        // Just elected: no figure yet, its votes were the acknowledgement.
+        assert_eq!(
+            leading_with_quorum(&leader_metrics(1, None), 1, 3000),
+            Some(7)
+        );
+    }
+
+    #[test]
+    fn a_follower_never_leads_whatever_its_figures() {
+        let mut m = leader_metrics(1, Some(0));
+        m.state = ServerState::Follower;
+        m.current_leader = Some(2);
+        assert_eq!(leading_with_quorum(&m, 1, 3000), None);
+        assert!(!leads_without_quorum(&m, 1, 3000));
     }
 }

@@ -24,6 +24,7 @@ pub(crate) mod fuzz_checks;
 mod handoff;
 mod hold;
 mod index;
+mod leader_contact;
 mod leadership_watch;
 mod node;
 mod placement;

@@ -441,11 +441,20 @@ impl QuorumNode {
         let payload = &envelope.payload;
         let decode = |e: postcard::Error| remote(format!("bad request: {e}"));
         let reply = match kind {
-            RpcKind::AppendEntries => encode(
-                &raft
-                    .append_entries(postcard::from_bytes(payload).map_err(decode)?)
-                    .await,
-            ),
+            RpcKind::AppendEntries => {
+                let request: openraft::raft::AppendEntriesRequest<super::types::QueueRaft> =
+                    postcard::from_bytes(payload).map_err(decode)?;
+                let leader = request.vote.leader_id().voted_for();
+                let response = raft.append_entries(request).await;
+                // Taken (not refused for a higher vote): the sender leads
+                // this replica, and is alive (see `leader_contact.rs`).
+                if let (Ok(r), Some(leader)) = (&response, leader) {
+                    if !matches!(r, openraft::raft::AppendEntriesResponse::HigherVote(_)) {
+                        queue.note_leader_contact(leader);
+                    }
+                }
+                encode(&response)
+            }
             RpcKind::Vote => encode(
                 &raft
                     .vote(postcard::from_bytes(payload).map_err(decode)?)

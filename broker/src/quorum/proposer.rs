@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
+use super::leadership_watch::leads_without_quorum;
 use super::publish_gate::PublishGate;
 use super::types::{Command, QueueRaftHandle, ENQUEUE_BATCH_MAX};
 use crate::queue::{Outcome, PublishConfirm};
@@ -94,23 +95,53 @@ pub(super) async fn propose_in_order(
                 continue;
             }
         };
+        let lost_quorum = quorum_lost(raft.clone());
         tokio::spawn(async move {
             // Bounded: without a quorum the publishers hear `released`
-            // (not accepted; send again) instead of waiting forever.
-            let outcome = match tokio::time::timeout(timeout, committed).await {
-                Ok(Ok(Ok(_))) => Outcome::Accepted,
-                Ok(Ok(Err(error))) => {
-                    tracing::debug!(%error, "publishes not committed");
-                    Outcome::Released
-                }
-                Ok(Err(_)) => Outcome::Released,
-                Err(_) => {
-                    tracing::warn!("publishes not committed within {timeout:?}: no quorum?");
+            // (not accepted; send again) instead of waiting forever; at
+            // once when check-quorum says this leader is cut off, so they
+            // can be sent to the new leader. The entry may still commit
+            // (a duplicate when resent), never a false `accepted`.
+            let outcome = tokio::select! {
+                waited = tokio::time::timeout(timeout, committed) => match waited {
+                    Ok(Ok(Ok(_))) => Outcome::Accepted,
+                    Ok(Ok(Err(error))) => {
+                        tracing::debug!(%error, "publishes not committed");
+                        Outcome::Released
+                    }
+                    Ok(Err(_)) => Outcome::Released,
+                    Err(_) => {
+                        tracing::warn!("publishes not committed within {timeout:?}: no quorum?");
+                        Outcome::Released
+                    }
+                },
+                () = lost_quorum => {
+                    tracing::debug!(n, "leader without a quorum: publishes released");
                     Outcome::Released
                 }
             };
             drop(slot);
             finish(outcome, confirms);
         });
+    }
+}
+
+/// Resolves once this replica leads without a quorum's acknowledgement
+/// for the check-quorum window (`leadership_watch.rs`); never if the
+/// group shuts down first.
+async fn quorum_lost(raft: QueueRaftHandle) {
+    let mut metrics = raft.metrics();
+    let window = raft.config().election_timeout_max;
+    loop {
+        let cut_off = {
+            let m = metrics.borrow_and_update();
+            leads_without_quorum(&m, m.id, window)
+        };
+        if cut_off {
+            return;
+        }
+        if metrics.changed().await.is_err() {
+            return std::future::pending().await;
+        }
     }
 }

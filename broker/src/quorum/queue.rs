@@ -11,7 +11,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
-use super::leadership_watch::{leadership, set_leading, watch_leadership};
+use super::leader_contact::LeaderContact;
+use super::leadership_watch::{leadership, leads_without_quorum, set_leading, watch_leadership};
 use super::proposer::{propose_in_order, Proposal};
 use super::publish_gate::PublishGate;
 use super::resource_alarm::ResourceAlarm;
@@ -41,6 +42,8 @@ pub struct QuorumQueue {
     hold: Arc<ProposalHold>,
     /// The node's resource alarm: no new publisher credit while raised.
     alarm: Arc<ResourceAlarm>,
+    /// When this replica last took an AppendEntries from its leader.
+    contact: LeaderContact,
 }
 
 impl Drop for QuorumQueue {
@@ -95,6 +98,7 @@ impl QuorumQueue {
             proposals,
             hold,
             alarm,
+            contact: LeaderContact::default(),
         })
     }
 
@@ -121,6 +125,29 @@ impl QuorumQueue {
     /// The node that leads the group, if known.
     pub fn leader(&self) -> Option<NodeId> {
         self.raft.metrics().borrow().current_leader
+    }
+
+    /// `leader` reached this replica just now (its AppendEntries, a
+    /// heartbeat included, was taken).
+    pub(crate) fn note_leader_contact(&self, leader: NodeId) {
+        self.contact.note(leader);
+    }
+
+    /// The leader this replica last heard from and how long ago, if it
+    /// ever did: a follower's evidence that its leader is alive.
+    pub(crate) fn leader_contact(&self) -> Option<(NodeId, Duration)> {
+        self.contact.last()
+    }
+
+    /// Whether openraft makes this replica the leader while no quorum has
+    /// acknowledged it for the check-quorum window: it is cut off from
+    /// the other replicas and does not serve (see `leadership_watch.rs`).
+    pub(crate) fn leads_without_quorum(&self) -> bool {
+        leads_without_quorum(
+            &self.raft.metrics().borrow(),
+            self.node_id,
+            self.raft.config().election_timeout_max,
+        )
     }
 
     /// This replica's log compaction: the index of its latest snapshot and
