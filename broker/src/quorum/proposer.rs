@@ -127,11 +127,14 @@ pub(super) async fn propose_in_order(
 }
 
 /// Resolves once this replica leads without a quorum's acknowledgement
-/// for the check-quorum window (`leadership_watch.rs`); never if the
+/// for twice the check-quorum window (`leadership_watch.rs`); never if the
 /// group shuts down first.
 async fn quorum_lost(raft: QueueRaftHandle) {
     let mut metrics = raft.metrics();
-    let window = raft.config().election_timeout_max;
+    // Twice the serving window: an overloaded leader whose acknowledgements
+    // are merely late (1,000 groups on two busy cores) keeps its publishes;
+    // a cut-off one releases them a few seconds after it stopped serving.
+    let window = raft.config().election_timeout_max * 2;
     loop {
         let cut_off = {
             let m = metrics.borrow_and_update();
