@@ -6,7 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -209,15 +209,7 @@ async fn leader_stops_under_steady_clients(pick: fn(u64, u64) -> (u64, u64)) {
         counts.accepted() >= before + 50
     })
     .await;
-    stop.store(true, Ordering::Relaxed);
-    let accepted = within(Duration::from_secs(30), "publisher ends", publisher)
-        .await
-        .unwrap()
-        .expect("the publisher's link was never detached");
-    let received = within(Duration::from_secs(60), "consumer ends", consumer)
-        .await
-        .unwrap()
-        .expect("the consumer's link was never detached");
+    let (accepted, received) = stop_steady_clients(&stop, publisher, consumer).await;
     let (lost, duplicates) = check_delivered(&accepted, &received);
     eprintln!(
         "leader {leader} stopped; publisher on {pub_node}, consumer on {sub_node}: accepted {}, \

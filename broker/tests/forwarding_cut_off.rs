@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -176,15 +176,7 @@ async fn a_crashed_leader_is_a_fail_over_not_a_cut() {
         counts.accepted() >= before + 50
     })
     .await;
-    stop.store(true, Ordering::Relaxed);
-    let accepted = within(Duration::from_secs(30), "publisher ends", publisher)
-        .await
-        .unwrap()
-        .expect("the publisher's link was never detached");
-    let received = within(Duration::from_secs(60), "consumer ends", consumer)
-        .await
-        .unwrap()
-        .expect("the consumer's link was never detached");
+    let (accepted, received) = stop_steady_clients(&stop, publisher, consumer).await;
     let (lost, _) = check_delivered(&accepted, &received);
     assert!(lost.is_empty(), "accepted but never delivered: {lost:?}");
     cluster.shutdown().await;

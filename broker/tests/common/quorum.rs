@@ -239,6 +239,26 @@ pub async fn keep_consuming(
     Ok(received)
 }
 
+/// Stop a steady publisher and consumer (`keep_publishing`,
+/// `keep_consuming`) and collect what each saw: the accepted texts and
+/// the received ones. Panics if either link was detached on the way.
+pub async fn stop_steady_clients(
+    stop: &AtomicBool,
+    publisher: tokio::task::JoinHandle<Result<Vec<String>, String>>,
+    consumer: tokio::task::JoinHandle<Result<Vec<String>, String>>,
+) -> (Vec<String>, Vec<String>) {
+    stop.store(true, Ordering::Relaxed);
+    let accepted = within(Duration::from_secs(30), "publisher ends", publisher)
+        .await
+        .unwrap()
+        .expect("the publisher's link was never detached");
+    let received = within(Duration::from_secs(60), "consumer ends", consumer)
+        .await
+        .unwrap()
+        .expect("the consumer's link was never detached");
+    (accepted, received)
+}
+
 /// The leader of `queue` once some running node of `cluster` reports one
 /// (other than `not`, when given), within `limit`.
 pub async fn wait_for_leader(
