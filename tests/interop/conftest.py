@@ -92,12 +92,15 @@ class BrokerProcess:
         self.proc = None
         # A caller may allow a slower start (a node whose clock runs slow).
         self.start_timeout_s = START_TIMEOUT_S
-        self._spawn()
+        self._spawn(first=True)
 
-    def _spawn(self, may_exit=False):
+    def _spawn(self, may_exit=False, first=False):
         """Start the process and wait until it listens. With `may_exit`, a
         process that exits before listening is not a failure: returns its
-        exit code (None once it listens)."""
+        exit code (None once it listens). `first`: the object is not yet
+        in anyone's hands, so a failed start cleans up here; a failed
+        restart leaves the files (the stderr log says why it failed) to
+        the owner's cleanup."""
         self.proc = subprocess.Popen(
             self.args,
             stdin=subprocess.DEVNULL,
@@ -108,8 +111,11 @@ class BrokerProcess:
         try:
             addr = self._await_ready(may_exit)
         except BaseException:
-            # Not yet handed to the fixture, which would otherwise clean up.
-            self.cleanup()
+            if first:
+                # Not yet handed to the fixture, which would otherwise clean up.
+                self.cleanup()
+            else:
+                self._kill()
             raise
         if addr is None:
             return self.proc.returncode

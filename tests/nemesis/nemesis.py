@@ -496,8 +496,13 @@ class Run:
         (self.out_dir / "report.txt").write_text(f"seed {self.seed}\n{report.summary()}\n")
         if self.cluster:
             for node, process in self.cluster.nodes.items():
-                with open(process.stderr_path, "rb") as src, open(self.out_dir / f"node{node}.log", "wb") as dst:
-                    shutil.copyfileobj(src, dst)
+                # Keeping must not end the run: a node whose files are gone
+                # is noted and the others are still kept.
+                try:
+                    with open(process.stderr_path, "rb") as src, open(self.out_dir / f"node{node}.log", "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+                except OSError as e:
+                    (self.out_dir / f"node{node}.log").write_text(f"log not kept: {e}\n")
 
     def cleanup(self):
         for client in self.clients.values():
