@@ -67,16 +67,20 @@ pub struct Endpoint {
 }
 
 /// Open a connection (TCP_NODELAY, SASL from the URL) and begin a session.
+/// `amqp://` is AMQP over TCP; `ws://` is AMQP over WebSocket (the OASIS
+/// binding, through fe2o3's `fe2o3-amqp-ws`) on the same kind of socket.
 pub async fn connect(url: &str, container_id: &str, timeout: Duration) -> Result<Endpoint> {
     let parsed = url::Url::parse(url).with_context(|| format!("invalid URL {url:?}"))?;
-    if parsed.scheme() != "amqp" {
-        bail!("only amqp:// URLs are supported by the bench (got {url:?})");
-    }
+    let websocket = match parsed.scheme() {
+        "amqp" => false,
+        "ws" => true,
+        _ => bail!("only amqp:// and ws:// URLs are supported by the bench (got {url:?})"),
+    };
     let host = parsed
         .host_str()
         .ok_or_else(|| anyhow!("URL {url:?} has no host"))?
         .to_string();
-    let port = parsed.port().unwrap_or(5672);
+    let port = parsed.port_or_known_default().unwrap_or(5672);
     let stream = within(
         timeout,
         &format!("TCP connect to {host}:{port}"),
@@ -92,12 +96,31 @@ pub async fn connect(url: &str, container_id: &str, timeout: Duration) -> Result
     if let Some(profile) = profile {
         builder = builder.sasl_profile(profile);
     }
-    let mut connection = within(
-        timeout,
-        &format!("AMQP open to {url}"),
-        builder.open_with_stream(stream),
-    )
-    .await?;
+    let mut connection = if websocket {
+        // The upgrade request carries no user info (SASL does).
+        let mut ws_url = parsed.clone();
+        let _ = ws_url.set_username("");
+        let _ = ws_url.set_password(None);
+        let ws = within(
+            timeout,
+            &format!("WebSocket upgrade to {ws_url}"),
+            fe2o3_amqp_ws::WebSocketStream::connect_with_stream(ws_url.as_str(), stream),
+        )
+        .await?;
+        within(
+            timeout,
+            &format!("AMQP open to {url}"),
+            builder.open_with_stream(ws),
+        )
+        .await?
+    } else {
+        within(
+            timeout,
+            &format!("AMQP open to {url}"),
+            builder.open_with_stream(stream),
+        )
+        .await?
+    };
     let session = match within(timeout, "session begin", Session::begin(&mut connection)).await {
         Ok(session) => session,
         Err(error) => {

@@ -20,6 +20,8 @@ pub struct BrokerConfig {
     pub listen_plain: bool,
     /// TLS on the AMQP port.
     pub tls: TlsConfig,
+    /// AMQP over WebSocket.
+    pub websocket: WebSocketConfig,
     /// Directory for the node's data. `None` creates a temporary directory
     /// that is removed when the broker is dropped.
     pub data_dir: Option<PathBuf>,
@@ -43,6 +45,7 @@ impl Default for BrokerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             listen_plain: true,
             tls: TlsConfig::default(),
+            websocket: WebSocketConfig::default(),
             data_dir: None,
             container_id: None,
             limits: Limits::default(),
@@ -122,6 +125,29 @@ pub struct TlsConfig {
     /// EXTERNAL as its subject CN; clients without one may still use the
     /// other mechanisms.
     pub client_ca_file: Option<PathBuf>,
+}
+
+/// AMQP over WebSocket (the OASIS binding: subprotocol `amqp`, binary
+/// messages). Served as wss, with the `tls` certificates, when TLS is
+/// configured; as plain ws otherwise.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebSocketConfig {
+    /// Address of the WebSocket listener; none: no WebSocket listener.
+    pub listen: Option<SocketAddr>,
+    /// Largest WebSocket message (and frame) a client may send; a larger
+    /// one closes the connection with code 1009. Must hold a whole AMQP
+    /// frame of `limits.max_frame_size_bytes`.
+    pub max_message_bytes: usize,
+}
+
+impl Default for WebSocketConfig {
+    fn default() -> Self {
+        WebSocketConfig {
+            listen: None,
+            max_message_bytes: 1024 * 1024,
+        }
+    }
 }
 
 /// SASL settings.

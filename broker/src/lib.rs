@@ -4,7 +4,7 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below it; the
 //! test `tests/architecture.rs` checks it, `docs/architecture.md` says why):
-//! `codec`; `config`, `crash_point`, `lock_order` and `process`; `net`, `queue`, `paging`, `auth` and `tls`; `engine`; `raft`; `quorum` and
+//! `codec`; `config`, `crash_point`, `lock_order` and `process`; `net`, `queue`, `paging`, `auth`, `tls` and `ws`; `engine`; `raft`; `quorum` and
 //! `meta`; `forward`; `admin`; `node`.
 //!
 //! Features: `test-cluster` adds `Cluster`, several nodes in one process
@@ -32,6 +32,7 @@ mod engine;
 mod forward;
 mod lock_order;
 mod node;
+mod ws;
 
 pub use config::BrokerConfig;
 #[cfg(feature = "test-cluster")]

@@ -60,6 +60,11 @@ const LAYERS: &[(&str, u32, &str)] = &[
         "TLS on the AMQP port: certificates, reload, the first bytes",
     ),
     (
+        "ws",
+        2,
+        "AMQP over WebSocket: the HTTP upgrade, binary messages as bytes",
+    ),
+    (
         "engine",
         3,
         "AMQP connections, sessions and links over the Queue trait",

@@ -127,6 +127,12 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_TLS_CLIENT_CA", value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
 
+    /// Serve AMQP over WebSocket (subprotocol `amqp`, binary messages) on
+    /// this address; wss with the --tls-* certificates when TLS is
+    /// configured, ws otherwise (`[websocket] listen`) [default: none].
+    #[arg(long, env = "RAMQP_WS_LISTEN", value_name = "HOST:PORT", value_parser = parse_listen)]
+    pub ws_listen: Option<SocketAddr>,
+
     /// The users file: salted SCRAM-SHA-256 credentials and permissions,
     /// managed with `ramqp-ctl user add|delete|list --file FILE`. PLAIN and
     /// SCRAM-SHA-256 are checked against it, attaches authorized by its
@@ -417,6 +423,8 @@ mod tests {
             "RAMQP_TLS_KEY",
             "--tls-client-ca",
             "RAMQP_TLS_CLIENT_CA",
+            "--ws-listen",
+            "RAMQP_WS_LISTEN",
             "--users",
             "RAMQP_USERS",
             "--allow-anonymous",

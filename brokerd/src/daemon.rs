@@ -170,6 +170,15 @@ fn announce(broker: &Broker) {
     if let Some(tls) = broker.tls_addr() {
         written = written.and_then(|()| writeln!(stdout, "ramqp-brokerd tls listening on {tls}"));
     }
+    if let Some(ws) = broker.ws_addr() {
+        let scheme = if broker.tls_addr().is_some() {
+            "wss"
+        } else {
+            "ws"
+        };
+        written =
+            written.and_then(|()| writeln!(stdout, "ramqp-brokerd {scheme} listening on {ws}"));
+    }
     let written = written.and_then(|()| stdout.flush());
     if let Err(error) = written {
         // Nobody reading stdout (closed pipe) must not stop the broker.

@@ -57,6 +57,7 @@ fn main() -> ExitCode {
             .as_deref()
             .map_or_else(|| "<temporary>".into(), |dir| dir.display().to_string()),
         tls_listen = ?broker_config.tls.listen,
+        ws_listen = ?broker_config.websocket.listen,
         plain_listener = broker_config.listen_plain,
         anonymous = broker_config.sasl.anonymous_allowed(),
         users_file = ?broker_config.sasl.users_file,

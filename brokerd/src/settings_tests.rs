@@ -494,3 +494,25 @@ fn a_users_file_turns_anonymous_off_unless_asked() {
     assert!(!file.broker.sasl.anonymous_allowed());
     assert!(parse_with_env(&["--allow-anonymous", "--no-anonymous"], &[]).is_err());
 }
+
+#[test]
+fn websocket_listener_from_flag_and_file() {
+    let broker = apply_cli(
+        Settings::default(),
+        &parse(&["--ws-listen", "127.0.0.1:5673"]),
+    )
+    .broker;
+    assert_eq!(
+        broker.websocket.listen,
+        Some("127.0.0.1:5673".parse().unwrap())
+    );
+    // The plain listener stays: WebSocket is served beside it.
+    assert!(broker.listen_plain);
+    let file = parse_file("[websocket]\nlisten = \"0.0.0.0:5673\"\nmax_message_bytes = 4194304\n")
+        .unwrap();
+    assert_eq!(
+        file.broker.websocket.listen,
+        Some("0.0.0.0:5673".parse().unwrap())
+    );
+    assert_eq!(file.broker.websocket.max_message_bytes, 4 * 1024 * 1024);
+}

@@ -73,13 +73,15 @@ impl Outbox {
         encode_empty_frame(&mut self.buf);
     }
 
-    /// Write everything out.
+    /// Write everything out, and flush the stream: a transport that
+    /// buffers (a WebSocket's message writer) sends only on flush; on TCP
+    /// the flush costs nothing.
     pub(crate) async fn flush(&mut self, mut stream: &mut dyn ByteStream) -> std::io::Result<()> {
         if self.chunks.is_empty() {
             // The common case: one buffer, one write.
             (&mut stream).write_all_buf(&mut self.buf).await?;
             self.buf.clear();
-            return Ok(());
+            return stream.flush().await;
         }
         if !self.buf.is_empty() {
             self.chunks.push_back(self.buf.split().freeze());
@@ -108,6 +110,6 @@ impl Outbox {
                 }
             }
         }
-        Ok(())
+        stream.flush().await
     }
 }

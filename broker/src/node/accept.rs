@@ -1,9 +1,10 @@
-//! The accept loop: one task per AMQP connection on the plain and the TLS
-//! listener, bounded by the connection limit (a connection past it is
-//! still served a clean close), until the broker shuts down; then a grace
-//! period for the connections to close. Each connection task first sets
-//! up its transport (`crate::tls::negotiate`, under the handshake
-//! time-out), then hands the byte stream to the engine.
+//! The accept loop: one task per AMQP connection on the plain, the TLS and
+//! the WebSocket listener, bounded by the connection limit (a connection
+//! past it is still served a clean close), until the broker shuts down;
+//! then a grace period for the connections to close. Each connection task
+//! first sets up its transport (`crate::tls::negotiate`, or TLS when
+//! configured and then the WebSocket upgrade of `crate::ws`, under the
+//! handshake time-out), then hands the byte stream to the engine.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::engine::{self, ByteStream, ConnectionContext, Transport};
 use crate::tls::{negotiate, Negotiated, TlsServer};
+use crate::ws;
 
 /// How long a graceful shutdown waits for connections to finish closing.
 pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -27,8 +29,26 @@ pub(crate) struct Listeners {
     pub(crate) plain: Option<TcpListener>,
     /// amqps.
     pub(crate) secure: Option<TcpListener>,
+    /// AMQP over WebSocket (wss when `tls` is set).
+    pub(crate) websocket: Option<TcpListener>,
+    /// Largest WebSocket message a client may send.
+    pub(crate) ws_max_message_bytes: usize,
     /// The TLS configuration, when TLS is on.
     pub(crate) tls: Option<Arc<TlsServer>>,
+}
+
+/// What setting up a connection's transport needs, shared by all.
+struct Setup {
+    tls: Option<Arc<TlsServer>>,
+    ws_max_message_bytes: usize,
+}
+
+/// Which listener a connection came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Port {
+    Plain,
+    Tls,
+    WebSocket,
 }
 
 async fn accept_on(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
@@ -45,22 +65,27 @@ pub(crate) async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(context.limits.max_connections));
+    let setup = Arc::new(Setup {
+        tls: listeners.tls.clone(),
+        ws_max_message_bytes: listeners.ws_max_message_bytes,
+    });
     let mut connections = JoinSet::new();
     loop {
-        let (accepted, tls_port) = tokio::select! {
+        let (accepted, port) = tokio::select! {
             _ = shutdown.changed() => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = accept_on(listeners.plain.as_ref()) => (accepted, false),
-            accepted = accept_on(listeners.secure.as_ref()) => (accepted, true),
+            accepted = accept_on(listeners.plain.as_ref()) => (accepted, Port::Plain),
+            accepted = accept_on(listeners.secure.as_ref()) => (accepted, Port::Tls),
+            accepted = accept_on(listeners.websocket.as_ref()) => (accepted, Port::WebSocket),
         };
         match accepted {
             Ok((stream, peer)) => {
                 let permit = slots.clone().try_acquire_owned().ok();
                 let context = context.clone();
                 let shutdown = shutdown.clone();
-                let tls = listeners.tls.clone();
+                let setup = setup.clone();
                 connections.spawn(async move {
-                    serve(stream, peer, tls_port, tls, context, permit, shutdown).await;
+                    serve(stream, peer, port, setup, context, permit, shutdown).await;
                 });
             }
             Err(error) => {
@@ -84,12 +109,47 @@ pub(crate) async fn accept_loop(
     }
 }
 
+/// The transport of a WebSocket connection: TLS first when configured,
+/// then the upgrade. `None` when it failed (logged).
+async fn websocket(
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Option<&TlsServer>,
+    max_message_bytes: usize,
+) -> Option<(Box<dyn ByteStream>, Option<String>, bool)> {
+    let upgraded = match tls {
+        Some(tls) => {
+            let stream = match tls.acceptor().accept(stream).await {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::debug!(%peer, %error, "TLS handshake failed (wss)");
+                    return None;
+                }
+            };
+            let client_name = crate::tls::client_name(&stream);
+            ws::upgrade(stream, max_message_bytes)
+                .await
+                .map(|s| (Box::new(s) as Box<dyn ByteStream>, client_name, true))
+        }
+        None => ws::upgrade(stream, max_message_bytes)
+            .await
+            .map(|s| (Box::new(s) as Box<dyn ByteStream>, None, false)),
+    };
+    match upgraded {
+        Ok(upgraded) => Some(upgraded),
+        Err(error) => {
+            tracing::debug!(%peer, %error, "no WebSocket upgrade");
+            None
+        }
+    }
+}
+
 /// One connection: its transport, then the engine.
 async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
-    tls_port: bool,
-    tls: Option<Arc<TlsServer>>,
+    port: Port,
+    setup: Arc<Setup>,
     context: Arc<ConnectionContext>,
     permit: Option<OwnedSemaphorePermit>,
     shutdown: watch::Receiver<bool>,
@@ -98,7 +158,33 @@ async fn serve(
     // Latency over batching: frames are already batched per flush.
     let _ = stream.set_nodelay(true);
     let deadline = accepted_at + Duration::from_millis(context.limits.handshake_timeout_ms);
-    let negotiated = tokio::time::timeout_at(deadline, negotiate(stream, tls.as_deref(), tls_port));
+    if port == Port::WebSocket {
+        let upgrade = websocket(
+            stream,
+            peer,
+            setup.tls.as_deref(),
+            setup.ws_max_message_bytes,
+        );
+        let Ok(Some((stream, client_name, secure))) =
+            tokio::time::timeout_at(deadline, upgrade).await
+        else {
+            return;
+        };
+        let transport = Transport {
+            stream,
+            prefix: Vec::new(),
+            peer,
+            secure,
+            client_name,
+            accepted_at,
+        };
+        engine::serve(transport, context, permit, shutdown).await;
+        return;
+    }
+    let negotiated = tokio::time::timeout_at(
+        deadline,
+        negotiate(stream, setup.tls.as_deref(), port == Port::Tls),
+    );
     let (stream, prefix, client_name, secure): (Box<dyn ByteStream>, _, _, _) =
         match negotiated.await {
             Ok(Ok(Negotiated::Plain { stream, prefix })) => (Box::new(stream), prefix, None, false),

@@ -86,6 +86,7 @@ pub struct Reloaded {
 pub struct Broker {
     local_addr: SocketAddr,
     tls_addr: Option<SocketAddr>,
+    ws_addr: Option<SocketAddr>,
     tls: Option<Arc<TlsServer>>,
     auth: Arc<Authenticator>,
     users_file: bool,
@@ -145,6 +146,14 @@ impl Broker {
             Some(addr) => Some(bind(addr).await?),
             None => None,
         };
+        let websocket = match config.websocket.listen {
+            Some(addr) => Some(bind(addr).await?),
+            None => None,
+        };
+        let ws_addr = match (&websocket, config.websocket.listen) {
+            (Some(l), Some(addr)) => Some(bound_addr(l, addr)?),
+            _ => None,
+        };
         let plain_addr = plain
             .as_ref()
             .map(|l| bound_addr(l, config.listen))
@@ -193,13 +202,16 @@ impl Broker {
         let listeners = Listeners {
             plain,
             secure,
+            websocket,
+            ws_max_message_bytes: config.websocket.max_message_bytes,
             tls: tls.clone(),
         };
         let accept_task = tokio::spawn(accept_loop(listeners, context, shutdown_rx));
-        tracing::info!(%local_addr, ?tls_addr, data_dir = %data_dir.path().display(), "broker listening");
+        tracing::info!(%local_addr, ?tls_addr, ?ws_addr, data_dir = %data_dir.path().display(), "broker listening");
         Ok(Broker {
             local_addr,
             tls_addr,
+            ws_addr,
             tls,
             auth,
             users_file: config.sasl.users_file.is_some(),
@@ -228,6 +240,12 @@ impl Broker {
     /// The address the TLS (amqps) listener is bound to, if there is one.
     pub fn tls_addr(&self) -> Option<SocketAddr> {
         self.tls_addr
+    }
+
+    /// The address the WebSocket listener is bound to, when there is one
+    /// (wss when TLS is configured).
+    pub fn ws_addr(&self) -> Option<SocketAddr> {
+        self.ws_addr
     }
 
     /// Read the TLS files and the users file again (SIGHUP in

@@ -57,6 +57,12 @@ pub(crate) fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
             crate::codec::frame::MIN_MAX_FRAME_SIZE
         )));
     }
+    if config.websocket.max_message_bytes < limits.max_frame_size_bytes as usize {
+        return Err(BrokerError::Config(format!(
+            "websocket.max_message_bytes must hold a whole frame of limits.max_frame_size_bytes ({})",
+            limits.max_frame_size_bytes
+        )));
+    }
     if limits.link_credit == 0 || limits.session_window == 0 || limits.consumer_credit_max == 0 {
         return Err(BrokerError::Config(
             "limits.link_credit, session_window and consumer_credit_max must be positive".into(),

@@ -24,7 +24,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::config::TlsConfig;
 
-pub(crate) use negotiate::{negotiate, Negotiated};
+pub(crate) use negotiate::{client_name, negotiate, Negotiated};
 pub use peer_name::common_name;
 
 /// Why TLS could not be set up.

@@ -35,14 +35,19 @@ pub(crate) enum Negotiated {
     Refused,
 }
 
-async fn start_tls(stream: TcpStream, tls: &TlsServer) -> std::io::Result<Negotiated> {
-    let stream = tls.acceptor().accept(stream).await?;
-    let client_name = stream
+/// The subject CN of the verified client certificate of a TLS stream.
+pub(crate) fn client_name<S>(stream: &TlsStream<S>) -> Option<String> {
+    stream
         .get_ref()
         .1
         .peer_certificates()
         .and_then(|certs| certs.first())
-        .and_then(|cert| common_name(cert.as_ref()));
+        .and_then(|cert| common_name(cert.as_ref()))
+}
+
+async fn start_tls(stream: TcpStream, tls: &TlsServer) -> std::io::Result<Negotiated> {
+    let stream = tls.acceptor().accept(stream).await?;
+    let client_name = client_name(&stream);
     Ok(Negotiated::Tls {
         stream: Box::new(stream),
         client_name,
