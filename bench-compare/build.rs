@@ -1,5 +1,6 @@
 //! Records the exact versions of the client stack (from the workspace's
-//! Cargo.lock) so every result can name the client that produced it.
+//! Cargo.lock) so every result can name the client that produced it, and
+//! those of serde_amqp and fe2o3-amqp-types for the `codec` bin.
 
 use std::path::PathBuf;
 
@@ -30,5 +31,14 @@ fn main() {
     println!(
         "cargo:rustc-env=BENCH_TOKIO_VERSION={}",
         locked_version(&lock, "tokio")
+    );
+    // The other side of the `codec` bin's comparison.
+    println!(
+        "cargo:rustc-env=BENCH_SERDE_AMQP_VERSION={}",
+        locked_version(&lock, "serde_amqp")
+    );
+    println!(
+        "cargo:rustc-env=BENCH_FE2O3_TYPES_VERSION={}",
+        locked_version(&lock, "fe2o3-amqp-types")
     );
 }
