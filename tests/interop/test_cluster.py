@@ -248,3 +248,38 @@ def test_rolling_restart_of_all_three_nodes_under_load(cluster3):
     print(f"\nrolling restart: longest pause in accepts after each SIGTERM: {[f'{g:.2f}s' for g in gaps]}")
     finish_and_check(publisher, consumer, "rolling restart of all three nodes", links_may_drop=True)
     assert max(gaps) < RESUME_BOUND_S
+
+
+def test_an_attach_waiting_for_a_new_leader_keeps_the_connection_alive(cluster3):
+    """A client that asks for a short idle time-out (1 s) attaches through
+    a follower right after the queue's leader stopped (SIGSTOP): the
+    attach waits for the election, and meanwhile the broker must keep
+    sending heartbeats, or the client gives the connection up as dead.
+    Found by the hour-long nemesis soak: every client dialling a node that
+    waited for a leader dropped after its 8 s idle time-out, twice."""
+    import os
+    import signal
+
+    from proton import Delivery, Message
+    from proton.utils import BlockingConnection
+
+    address = "/quorum/attach-waits"
+    declare(cluster3, 1, address)
+    leader = cluster3.leader_of(address)
+    follower = next(n for n in cluster3.nodes if n != leader)
+    stopped = cluster3.nodes[leader].proc.pid
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        conn = BlockingConnection(cluster3.url(follower), timeout=TIMEOUT * 2, heartbeat=1)
+        try:
+            sender = conn.create_sender(address)
+            waited = time.monotonic() - started
+            delivery = sender.send(Message(body="after the election"), timeout=TIMEOUT * 2)
+            assert delivery.remote_state == Delivery.ACCEPTED
+            print(f"\nattach through node {follower} with leader {leader} stopped: {waited:.2f}s")
+        finally:
+            conn.close()
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+    cluster3.wait_healthy()

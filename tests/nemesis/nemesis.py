@@ -145,7 +145,9 @@ class Run:
 
     # -- the cluster and the clients ------------------------------------
 
-    def start(self):
+    def start(self, client_lifetime_s=3600):
+        """Start the cluster and the clients. `client_lifetime_s` is only a
+        safety net for clients left behind: the run stops them itself."""
         hosts = wrappers = data_dirs = None
         if self.use_netns:
             self.netns = netns.Netns(3)
@@ -161,11 +163,11 @@ class Run:
         urls = lambda nodes: ",".join(self.cluster.url(n) for n in nodes)  # noqa: E731
         idle = f"idle={CLIENT_IDLE_TIMEOUT_S:g}"
         self.clients["consumer"] = ClientProcess(
-            CONSUMER, urls(CONSUMER_NODES), ADDRESS, CONSUMER_CREDIT, 3600, "reconnect", "mark", idle
+            CONSUMER, urls(CONSUMER_NODES), ADDRESS, CONSUMER_CREDIT, client_lifetime_s, "reconnect", "mark", idle
         )
         for prefix, nodes in PUBLISHERS.items():
             self.clients[prefix] = ClientProcess(
-                PUBLISHER, urls(nodes), ADDRESS, PUBLISHER_WINDOW, 10**9, 3600, "reconnect", prefix,
+                PUBLISHER, urls(nodes), ADDRESS, PUBLISHER_WINDOW, 10**9, client_lifetime_s, "reconnect", prefix,
                 "first-acquirer", idle,
             )
         for prefix in PUBLISHERS:
@@ -548,7 +550,11 @@ def run(seed=None, faults=SHORT_RUN, soak_s=None, out_dir=None, log=print):
     report = None
     problems = []
     try:
-        nemesis.start()
+        # A soak's schedule runs past its planned seconds (restarts, heals,
+        # waits for health): the clients must outlive it. An hour-long soak
+        # once lost its clients at 3,600 s while four faults were still to
+        # come, and the checker saw no accept after their heals.
+        nemesis.start(client_lifetime_s=3600 if soak_s is None else 2 * soak_s + 900)
         nemesis.run_schedule(nemesis.schedule(chosen, soak_s), catalogue)
         fault_end = nemesis.now()
         problems += nemesis.finish()

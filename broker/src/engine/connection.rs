@@ -261,7 +261,9 @@ impl Connection {
                         if let Performative::Attach(attach) = &performative {
                             // A refused attach must not create its queue.
                             if state.authorize_attach(attach).is_ok() {
-                                self.prepare_queue(attach).await;
+                                let prepare = prepare_queue(self.context.clone(), attach);
+                                self.heartbeating(prepare, heartbeat, &mut last_write)
+                                    .await?;
                             }
                         }
                         state.on_frame(frame.channel, performative, payload, &mut self.out)?;
@@ -270,10 +272,15 @@ impl Connection {
                             // yet on its link: prepare it as an attach would.
                             // Not for a user who may not publish there.
                             if state.authorize_relay(&wait.address).is_ok() {
-                                if let Err(error) = self.context.queues.prepare(&wait.address).await
-                                {
-                                    tracing::debug!(%error, "relay address not ready");
-                                }
+                                let context = self.context.clone();
+                                let address = wait.address.clone();
+                                let prepare = async move {
+                                    if let Err(error) = context.queues.prepare(&address).await {
+                                        tracing::debug!(%error, "relay address not ready");
+                                    }
+                                };
+                                self.heartbeating(prepare, heartbeat, &mut last_write)
+                                    .await?;
                             }
                             state.resume_relay(&mut self.out);
                         }
@@ -332,19 +339,29 @@ impl Connection {
         }
     }
 
-    /// Make the queue an attach names ready for lookup (a quorum queue's
-    /// group is opened or created here, which may wait for an election).
-    /// Failures are reported by the attach itself.
-    async fn prepare_queue(&self, attach: &crate::codec::Attach) {
-        let address = match attach.role {
-            crate::codec::Role::Sender => attach.target.as_ref().and_then(|t| t.address.as_deref()),
-            crate::codec::Role::Receiver => {
-                attach.source.as_ref().and_then(|s| s.address.as_deref())
-            }
+    /// Wait for `fut` (a queue being prepared, which may wait for an
+    /// election) while the peer's idle time-out stays satisfied: frames
+    /// are not read meanwhile (their order matters), but heartbeats go
+    /// out, so a client with an idle time-out shorter than a fail-over
+    /// does not drop a connection that is only waiting for a leader.
+    async fn heartbeating<T>(
+        &mut self,
+        fut: impl std::future::Future<Output = T>,
+        heartbeat: Option<Duration>,
+        last_write: &mut Instant,
+    ) -> Result<T, ConnectionError> {
+        tokio::pin!(fut);
+        let Some(heartbeat) = heartbeat else {
+            return Ok(fut.await);
         };
-        if let Some(address) = address.and_then(|a| crate::queue::QueueAddress::parse(a).ok()) {
-            if let Err(error) = self.context.queues.prepare(&address).await {
-                tracing::debug!(%error, "queue not ready");
+        loop {
+            tokio::select! {
+                output = &mut fut => return Ok(output),
+                () = tokio::time::sleep_until(*last_write + heartbeat) => {
+                    self.out.heartbeat();
+                    self.out.flush(&mut *self.stream).await?;
+                    *last_write = Instant::now();
+                }
             }
         }
     }
@@ -391,5 +408,27 @@ impl Connection {
             while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
         })
         .await;
+    }
+}
+
+/// Make the queue an attach names ready for lookup (a quorum queue's group
+/// is opened or created here, which may wait for an election). Failures
+/// are reported by the attach itself. Owns what it needs, so the
+/// connection can send heartbeats while it waits.
+fn prepare_queue(
+    context: Arc<ConnectionContext>,
+    attach: &crate::codec::Attach,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let address = match attach.role {
+        crate::codec::Role::Sender => attach.target.as_ref().and_then(|t| t.address.as_deref()),
+        crate::codec::Role::Receiver => attach.source.as_ref().and_then(|s| s.address.as_deref()),
+    };
+    let address = address.and_then(|a| crate::queue::QueueAddress::parse(a).ok());
+    async move {
+        if let Some(address) = address {
+            if let Err(error) = context.queues.prepare(&address).await {
+                tracing::debug!(%error, "queue not ready");
+            }
+        }
     }
 }
