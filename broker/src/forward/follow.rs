@@ -475,8 +475,11 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 let mut metrics = local.metrics();
                 metrics.borrow_and_update();
                 if local.sync_leadership() {
+                    // A group whose core has stopped dropped its metrics
+                    // sender: `changed()` then fails at once, every time,
+                    // and must not turn this loop into a spin.
                     tokio::select! {
-                        _ = metrics.changed() => {}
+                        Ok(()) = metrics.changed() => {}
                         _ = q.kick.notified() => {}
                         _ = tokio::time::sleep(LOCAL_RECHECK) => {}
                     }
@@ -491,7 +494,13 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                     match metrics {
                         Some(mut m) => {
                             m.borrow_and_update();
-                            let _ = m.changed().await;
+                            // A stopped group's metrics end at once and
+                            // for good: then only the probe interval or a
+                            // kick wakes this loop (it spun at 100% of a
+                            // core before).
+                            if m.changed().await.is_err() {
+                                std::future::pending::<()>().await;
+                            }
                         }
                         None => std::future::pending::<()>().await,
                     }

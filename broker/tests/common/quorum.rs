@@ -52,9 +52,11 @@ pub async fn publish(addr: std::net::SocketAddr, queue: &str, texts: &[String]) 
             accepted.push(text.clone());
         }
     }
-    let _ = sender.close().await;
-    let _ = session.end().await;
-    let _ = connection.close().await;
+    // Bounded: a node that never answers a close must fail the test's
+    // next step, not hang it.
+    let _ = tokio::time::timeout(Duration::from_secs(5), sender.close()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), session.end()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), connection.close()).await;
     accepted
 }
 
