@@ -272,13 +272,10 @@ impl Connection {
                             // yet on its link: prepare it as an attach would.
                             // Not for a user who may not publish there.
                             if state.authorize_relay(&wait.address).is_ok() {
-                                let context = self.context.clone();
-                                let address = wait.address.clone();
-                                let prepare = async move {
-                                    if let Err(error) = context.queues.prepare(&address).await {
-                                        tracing::debug!(%error, "relay address not ready");
-                                    }
-                                };
+                                let prepare = prepare_address(
+                                    self.context.clone(),
+                                    Some(wait.address.clone()),
+                                );
                                 self.heartbeating(prepare, heartbeat, &mut last_write)
                                     .await?;
                             }
@@ -413,8 +410,7 @@ impl Connection {
 
 /// Make the queue an attach names ready for lookup (a quorum queue's group
 /// is opened or created here, which may wait for an election). Failures
-/// are reported by the attach itself. Owns what it needs, so the
-/// connection can send heartbeats while it waits.
+/// are reported by the attach itself.
 fn prepare_queue(
     context: Arc<ConnectionContext>,
     attach: &crate::codec::Attach,
@@ -423,12 +419,21 @@ fn prepare_queue(
         crate::codec::Role::Sender => attach.target.as_ref().and_then(|t| t.address.as_deref()),
         crate::codec::Role::Receiver => attach.source.as_ref().and_then(|s| s.address.as_deref()),
     };
-    let address = address.and_then(|a| crate::queue::QueueAddress::parse(a).ok());
-    async move {
-        if let Some(address) = address {
-            if let Err(error) = context.queues.prepare(&address).await {
-                tracing::debug!(%error, "queue not ready");
-            }
+    prepare_address(
+        context,
+        address.and_then(|a| crate::queue::QueueAddress::parse(a).ok()),
+    )
+}
+
+/// Prepare `address` (an attach's, or a relayed message's). Owns what it
+/// needs, so the connection can send heartbeats while it waits.
+async fn prepare_address(
+    context: Arc<ConnectionContext>,
+    address: Option<crate::queue::QueueAddress>,
+) {
+    if let Some(address) = address {
+        if let Err(error) = context.queues.prepare(&address).await {
+            tracing::debug!(%address, %error, "queue not ready");
         }
     }
 }

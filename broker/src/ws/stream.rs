@@ -20,7 +20,8 @@ use tokio_tungstenite::WebSocketStream;
 
 /// Why we end the WebSocket ourselves.
 struct Closing {
-    frame: CloseFrame,
+    code: CloseCode,
+    reason: &'static str,
     /// Whether the close message was handed to the sink yet.
     sent: bool,
 }
@@ -57,10 +58,8 @@ fn io_error(error: WsError) -> io::Error {
 
 fn close(code: CloseCode, reason: &'static str) -> Closing {
     Closing {
-        frame: CloseFrame {
-            code,
-            reason: reason.into(),
-        },
+        code,
+        reason,
         sent: false,
     }
 }
@@ -73,18 +72,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> WsByteStream<S> {
         let Some(closing) = self.closing.as_mut() else {
             return Poll::Ready(io::ErrorKind::InvalidData.into());
         };
-        let reason = closing.frame.reason.to_string();
         if !closing.sent {
             match Pin::new(&mut self.ws).poll_ready(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(())) => {
-                    let frame = closing.frame.clone();
+                    let frame = CloseFrame {
+                        code: closing.code,
+                        reason: closing.reason.into(),
+                    };
                     let _ = Pin::new(&mut self.ws).start_send(Message::Close(Some(frame)));
                 }
                 Poll::Ready(Err(_)) => {}
             }
             closing.sent = true;
         }
+        let reason = closing.reason;
         if Pin::new(&mut self.ws).poll_flush(cx).is_pending() {
             return Poll::Pending;
         }
