@@ -88,6 +88,18 @@ pub struct Limits {
     /// Most connections served at once; further ones are closed with
     /// amqp:resource-limit-exceeded.
     pub max_connections: usize,
+    /// Most transactions one connection may have declared and not yet
+    /// discharged; a further declare is rejected with
+    /// amqp:resource-limit-exceeded.
+    pub txn_max_open: usize,
+    /// Most operations (posted messages and settlements) the live
+    /// transactions of one connection may stage together; past it the
+    /// operation is refused with amqp:resource-limit-exceeded and its
+    /// transaction can only roll back.
+    pub txn_max_operations: usize,
+    /// Most bytes of posted messages the live transactions of one
+    /// connection may stage together (same refusal).
+    pub txn_max_bytes: u64,
 }
 
 impl Default for Limits {
@@ -103,6 +115,9 @@ impl Default for Limits {
             session_window: 8192,
             consumer_credit_max: 10_000,
             max_connections: 10_000,
+            txn_max_open: 64,
+            txn_max_operations: 4096,
+            txn_max_bytes: 64 * 1024 * 1024,
         }
     }
 }

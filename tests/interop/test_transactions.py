@@ -1,54 +1,154 @@
-"""Transactions through Qpid Proton: not implemented yet, so a link to the
-transaction coordinator is refused on its own (amqp:not-implemented) and
-the connection goes on.
+"""Local transactions through Qpid Proton's own transaction API
+(`Container.declare_transaction`, `Transaction.send`, `.accept`,
+`.commit`, `.abort`), on a transient and on a quorum queue: messages sent
+in a transaction appear only once it commits and never when it aborts;
+deliveries accepted in a transaction are gone after a commit and come
+back after an abort; a transaction still open when its connection closes
+is rolled back. What is in a queue is read afterwards with the blocking
+API."""
 
-Guards against the coordinator target (descriptor 0x30) being a decode
-error, which closed the client's whole connection with amqp:decode-error
-'unknown descriptor 0x00000000:0x00000030'."""
+import pytest
+from proton import Message
+from proton.handlers import MessagingHandler, TransactionHandler
+from proton.reactor import Container
 
-from proton import Endpoint, Message, Terminus, symbol
-from proton.reactor import LinkOption
-from proton.utils import LinkDetached
-
-from helpers import TIMEOUT, connection, queue_address, receive_all, send_all
-
-
-class Coordinator(LinkOption):
-    """Make a sender's target the transaction coordinator, as Proton's own
-    `Container.declare_transaction` does."""
-
-    def apply(self, link):
-        link.target.type = Terminus.COORDINATOR
-        link.target.capabilities.put_object(symbol("amqp:local-transactions"))
+from helpers import TIMEOUT, assert_nothing_arrives, connection, receive_all, send_all
 
 
-def refused_link(conn):
-    """Attach a sender to the coordinator and return the link once the
-    broker has detached it."""
-    try:
-        sender = conn.create_sender(None, name="txn-ctrl", options=Coordinator())
-    except LinkDetached as detached:
-        # The detach came in the same read as the attach reply.
-        return detached.link
-    conn.wait(
-        lambda: sender.link.state & Endpoint.REMOTE_CLOSED,
-        timeout=TIMEOUT,
-        msg="waiting for the broker to detach the coordinator link",
-    )
-    return sender.link
+class Transactional(MessagingHandler, TransactionHandler):
+    """Runs `steps` on one connection, one transaction each. A step is
+    (bodies to send, deliveries to accept, "commit" | "abort" | "leave").
+    Fails the run past TIMEOUT."""
+
+    def __init__(self, url, address, steps):
+        MessagingHandler.__init__(self, prefetch=0, auto_accept=False)
+        TransactionHandler.__init__(self)
+        self.url, self.address, self.steps = url, address, list(steps)
+        self.outcomes, self.received, self.error = [], [], None
+        self.txn = self.sender = self.receiver = None
+        self.step_sent = False
+
+    def on_start(self, event):
+        self.container = event.container
+        self.conn = event.container.connect(self.url)
+        self.sender = event.container.create_sender(self.conn, self.address)
+        self.receiver = event.container.create_receiver(self.conn, self.address)
+        self.timer = event.container.schedule(TIMEOUT, self)
+        self.declare()
+
+    def declare(self):
+        self.step_sent = False
+        self.container.declare_transaction(self.conn, handler=self)
+
+    def on_timer_task(self, event):
+        self.error = f"timed out with steps left {self.steps}"
+        self.conn.close()
+
+    def on_transaction_declared(self, event):
+        self.txn = event.transaction
+        self.run_step()
+
+    def on_sendable(self, event):
+        self.run_step()
+
+    def on_message(self, event):
+        self.received.append((event.message.body, event.delivery))
+        self.run_step()
+
+    def run_step(self):
+        if self.txn is None or self.step_sent or not self.steps:
+            return
+        bodies, accepts, end = self.steps[0]
+        if self.sender.credit < len(bodies):
+            return
+        if len(self.received) < accepts:
+            self.receiver.flow(accepts - len(self.received))
+            return
+        self.step_sent = True
+        for body in bodies:
+            self.txn.send(self.sender, Message(body=body))
+        for _, delivery in self.received[:accepts]:
+            self.txn.accept(delivery)
+        self.received = self.received[accepts:]
+        if end == "commit":
+            self.txn.commit()
+        elif end == "abort":
+            self.txn.abort()
+        else:
+            self.finish("left open")
+
+    def on_transaction_committed(self, event):
+        self.next_step("committed")
+
+    def on_transaction_aborted(self, event):
+        self.next_step("aborted")
+
+    def on_transaction_commit_failed(self, event):
+        self.next_step("commit failed")
+
+    def on_transaction_declare_failed(self, event):
+        self.error = "declare failed"
+        self.finish("declare failed")
+
+    def next_step(self, outcome):
+        self.outcomes.append(outcome)
+        self.steps.pop(0)
+        self.txn = None
+        if self.steps:
+            self.declare()
+        else:
+            self.finish(None)
+
+    def finish(self, outcome):
+        if outcome:
+            self.outcomes.append(outcome)
+        self.timer.cancel()
+        self.conn.close()
 
 
-def test_coordinator_link_is_refused_and_connection_goes_on(url):
-    address = queue_address("after-txn")
+def run(url, address, steps):
+    handler = Transactional(url, address, steps)
+    Container(handler).run()
+    assert handler.error is None, handler.error
+    return handler.outcomes
+
+
+def bodies_in(url, address, expected_count):
     with connection(url) as conn:
-        link = refused_link(conn)
-        assert link.remote_condition is not None, "the detach carries an error"
-        assert link.remote_condition.name == "amqp:not-implemented", link.remote_condition
-        # Our attach reply had a null target (transport 2.6.3).
-        assert link.remote_target.type != Terminus.COORDINATOR
-        # The same connection still sends and receives.
-        send_all(conn, address, ["after the refusal"])
-        receiver = conn.create_receiver(address, credit=1)
-        received = receive_all(receiver, 1, accept=True)
-        assert [m.body for m in received] == ["after the refusal"]
-        receiver.close()
+        receiver = conn.create_receiver(address, credit=expected_count + 1)
+        got = [m.body for m in receive_all(receiver, expected_count)]
+        assert_nothing_arrives(receiver)
+        return got
+
+
+@pytest.mark.parametrize("kind", ["queues", "quorum"])
+def test_sent_messages_land_on_commit_only(url, kind, request):
+    address = f"/{kind}/txn-send-{request.node.name[-8:-1]}"
+    outcomes = run(
+        url,
+        address,
+        [(["a", "b", "c"], 0, "commit"), (["never"], 0, "abort"), (["d"], 0, "commit")],
+    )
+    assert outcomes == ["committed", "aborted", "committed"]
+    assert bodies_in(url, address, 4) == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("kind", ["queues", "quorum"])
+def test_accepts_apply_on_commit_and_return_on_abort(url, kind, request):
+    address = f"/{kind}/txn-accept-{request.node.name[-8:-1]}"
+    with connection(url) as conn:
+        send_all(conn, address, ["one", "two", "three"])
+    # Accept "one" and abort (it comes back), then accept the next two and
+    # commit: only the returned one is left.
+    outcomes = run(url, address, [([], 1, "abort"), ([], 2, "commit")])
+    assert outcomes == ["aborted", "committed"]
+    assert len(bodies_in(url, address, 1)) == 1
+
+
+def test_an_open_transaction_dies_with_its_connection(url):
+    address = "/queues/txn-left-open"
+    with connection(url) as conn:
+        send_all(conn, address, ["kept"])
+    outcomes = run(url, address, [(["staged"], 1, "leave")])
+    assert outcomes == ["left open"]
+    assert bodies_in(url, address, 1) == ["kept"]

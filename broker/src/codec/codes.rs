@@ -68,6 +68,10 @@ pub(crate) mod dc {
     pub(crate) const SOURCE: u64 = 0x28;
     pub(crate) const TARGET: u64 = 0x29;
     pub(crate) const COORDINATOR: u64 = 0x30;
+    pub(crate) const DECLARE: u64 = 0x31;
+    pub(crate) const DISCHARGE: u64 = 0x32;
+    pub(crate) const DECLARED: u64 = 0x33;
+    pub(crate) const TRANSACTIONAL_STATE: u64 = 0x34;
     pub(crate) const SASL_MECHANISMS: u64 = 0x40;
     pub(crate) const SASL_INIT: u64 = 0x41;
     pub(crate) const SASL_CHALLENGE: u64 = 0x42;
@@ -110,10 +114,10 @@ const SYMBOLIC_DESCRIPTORS: &[(&str, u64)] = &[
     ("amqp:delete-on-no-messages:list", 0x2d),
     ("amqp:delete-on-no-links-or-messages:list", 0x2e),
     ("amqp:coordinator:list", dc::COORDINATOR),
-    ("amqp:declare:list", 0x31),
-    ("amqp:discharge:list", 0x32),
-    ("amqp:declared:list", 0x33),
-    ("amqp:transactional-state:list", 0x34),
+    ("amqp:declare:list", dc::DECLARE),
+    ("amqp:discharge:list", dc::DISCHARGE),
+    ("amqp:declared:list", dc::DECLARED),
+    ("amqp:transactional-state:list", dc::TRANSACTIONAL_STATE),
     ("amqp:sasl-mechanisms:list", dc::SASL_MECHANISMS),
     ("amqp:sasl-init:list", dc::SASL_INIT),
     ("amqp:sasl-challenge:list", dc::SASL_CHALLENGE),

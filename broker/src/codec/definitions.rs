@@ -62,6 +62,12 @@ pub mod condition {
     pub const LINK_REDIRECT: &str = "amqp:link:redirect";
     /// amqp:link:stolen
     pub const STOLEN: &str = "amqp:link:stolen";
+    /// amqp:transaction:unknown-id
+    pub const TRANSACTION_UNKNOWN_ID: &str = "amqp:transaction:unknown-id";
+    /// amqp:transaction:rollback
+    pub const TRANSACTION_ROLLBACK: &str = "amqp:transaction:rollback";
+    /// amqp:transaction:timeout
+    pub const TRANSACTION_TIMEOUT: &str = "amqp:transaction:timeout";
 }
 
 /// Link role; encoded as a boolean (false = sender, true = receiver).
@@ -145,12 +151,39 @@ pub enum DeliveryState {
         /// Annotations to merge into the message.
         message_annotations: Option<Fields>,
     },
-    /// Any other described delivery state (e.g. transactional-state), kept
-    /// as a value so that it can be refused cleanly.
+    /// amqp:declared:list (0x33): the coordinator's answer to a declare.
+    Declared {
+        /// The new transaction's id.
+        txn_id: Bytes,
+    },
+    /// amqp:transactional-state:list (0x34): a transfer or settlement that
+    /// belongs to a transaction, with the outcome it will have once the
+    /// transaction commits.
+    Transactional {
+        /// The transaction.
+        txn_id: Bytes,
+        /// One of the four outcomes (accepted, rejected, released,
+        /// modified), or none on a posted transfer.
+        outcome: Option<Box<DeliveryState>>,
+    },
+    /// Any other described delivery state, kept as a value so that it can
+    /// be refused cleanly.
     Other(Value),
 }
 
 impl DeliveryState {
+    /// Whether this is one of the four outcomes (accepted, rejected,
+    /// released, modified).
+    pub fn is_outcome(&self) -> bool {
+        matches!(
+            self,
+            DeliveryState::Accepted
+                | DeliveryState::Rejected { .. }
+                | DeliveryState::Released
+                | DeliveryState::Modified { .. }
+        )
+    }
+
     /// Decode a delivery state (a described list) from the front of `input`.
     pub fn decode(input: &mut Bytes) -> Result<DeliveryState, CodecError> {
         let mut decoder = Decoder::new(input);
@@ -186,6 +219,17 @@ impl DeliveryState {
                     .opt_fields(message_annotations.as_ref());
                 w.finish();
             }
+            DeliveryState::Declared { txn_id } => {
+                let mut w = CompositeWriter::begin(out, dc::DECLARED);
+                w.binary(txn_id);
+                w.finish();
+            }
+            DeliveryState::Transactional { txn_id, outcome } => {
+                let mut w = CompositeWriter::begin(out, dc::TRANSACTIONAL_STATE);
+                w.binary(txn_id)
+                    .opt(outcome.as_deref(), |out, o| o.encode(out));
+                w.finish();
+            }
             DeliveryState::Other(value) => encode::put_value(out, value),
         }
     }
@@ -217,6 +261,24 @@ pub(crate) fn opt_delivery_state(d: &mut Decoder<'_>) -> Result<Option<DeliveryS
                 delivery_failed: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
                 undeliverable_here: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
                 message_annotations: d.field(l, Decoder::opt_fields)?,
+            })
+        })?,
+        Some(dc::DECLARED) => d.composite(|d, l| {
+            Ok(DeliveryState::Declared {
+                txn_id: d.required(l, Decoder::opt_binary, "txn-id")?,
+            })
+        })?,
+        Some(dc::TRANSACTIONAL_STATE) => d.composite(|d, l| {
+            let txn_id = d.required(l, Decoder::opt_binary, "txn-id")?;
+            let outcome = d.field(l, opt_delivery_state)?;
+            if outcome.as_ref().is_some_and(|o| !o.is_outcome()) {
+                return Err(CodecError::InvalidValue(
+                    "transactional-state outcome is not an outcome",
+                ));
+            }
+            Ok(DeliveryState::Transactional {
+                txn_id,
+                outcome: outcome.map(Box::new),
             })
         })?,
         _ => {

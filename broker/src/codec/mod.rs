@@ -17,6 +17,7 @@ pub mod message;
 pub mod performative;
 pub mod sasl;
 pub mod sections;
+pub mod transaction;
 pub mod value;
 
 pub use definitions::{
@@ -29,4 +30,5 @@ pub use performative::{
     Attach, Begin, Close, Detach, Disposition, End, Flow, Open, Performative, Transfer,
 };
 pub use sasl::{SaslCode, SaslFrame, SaslInit, SaslMechanisms, SaslOutcome};
+pub use transaction::Control;
 pub use value::{Array, Descriptor, Fields, Symbol, Value};

@@ -9,8 +9,11 @@ use super::link::{ConsumerLink, Destination, Link, PublisherLink};
 use super::outbox::Outbox;
 use super::relay::Relay;
 use super::state::State;
+use super::transaction::LOCAL_TRANSACTIONS;
 use crate::codec::definitions::condition;
-use crate::codec::{Attach, Detach, Error, Flow, Performative, Role, Source, Target, TargetKind};
+use crate::codec::{
+    Attach, Detach, Error, Flow, Performative, Role, Source, Symbol, Target, TargetKind,
+};
 use crate::queue::{LookupError, QueueAddress, QueueError};
 
 /// The AMQP error for a queue's refusal.
@@ -193,17 +196,12 @@ impl State {
 
     fn attach_publisher(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
         let target = attach.target.as_ref();
-        if target.is_some_and(|t| t.kind == TargetKind::Coordinator) {
-            // A client declaring a transaction: refuse this link alone; the
-            // connection and its other links go on.
-            let error = Error::new(
-                condition::NOT_IMPLEMENTED,
-                "transactions are not supported: no transaction coordinator",
-            );
-            return self.refuse(channel, attach, Role::Receiver, error, out);
-        }
+        let coordinator = target.is_some_and(|t| t.kind == TargetKind::Coordinator);
         let anonymous = !target.is_some_and(|t| t.dynamic || t.address.is_some());
-        let destination = if anonymous {
+        let destination = if coordinator {
+            // A transaction controller (transactions 4.2).
+            Destination::Coordinator
+        } else if anonymous {
             // Anonymous relay: each message names its queue in `to`.
             Destination::Relay(Relay::default())
         } else {
@@ -233,12 +231,20 @@ impl State {
             snd_settle_mode: attach.snd_settle_mode,
             rcv_settle_mode: attach.rcv_settle_mode,
             source: attach.source.clone(),
-            target: Some(Target {
-                address: match &destination {
-                    Destination::Queue(queue) => Some(queue.address().to_string()),
-                    Destination::Relay(_) => None,
+            target: Some(match &destination {
+                Destination::Coordinator => Target {
+                    kind: TargetKind::Coordinator,
+                    capabilities: vec![Symbol::from(LOCAL_TRANSACTIONS)],
+                    ..Target::default()
                 },
-                ..attach.target.clone().unwrap_or_default()
+                Destination::Queue(queue) => Target {
+                    address: Some(queue.address().to_string()),
+                    ..attach.target.clone().unwrap_or_default()
+                },
+                Destination::Relay(_) => Target {
+                    address: None,
+                    ..attach.target.clone().unwrap_or_default()
+                },
             }),
             unsettled: None,
             incomplete_unsettled: false,
@@ -388,6 +394,12 @@ impl State {
     /// unsettled messages in order.
     pub(crate) fn release_link(&mut self, link: Link) {
         self.tags.remove(&link.tag());
+        if let Link::Publisher(publisher) = &link {
+            if matches!(publisher.destination, Destination::Coordinator) {
+                // Transactions die with the link that declared them.
+                self.transactions.roll_back_all(Some(publisher.tag));
+            }
+        }
         if let Link::Consumer(consumer) = link {
             consumer.queue.unsubscribe(consumer.consumer);
             if consumer.dynamic {

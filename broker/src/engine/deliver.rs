@@ -154,33 +154,26 @@ impl State {
             // second): we keep nothing for those once answered.
             return Ok(());
         }
+        let first = disposition.first;
+        let last = disposition.last.unwrap_or(first);
+        if let Some(DeliveryState::Transactional { txn_id, outcome }) = disposition.state {
+            // Settled in a transaction: staged until its discharge.
+            if let Some(outcome) = outcome.as_deref().and_then(outcome_of) {
+                self.stage_settlements(channel, first, last, txn_id, outcome);
+            }
+            return Ok(());
+        }
         let Some(session) = self.sessions.get_mut(&channel) else {
             return Ok(());
         };
-        let outcome = match &disposition.state {
-            Some(DeliveryState::Accepted) => Outcome::Accepted,
-            Some(DeliveryState::Rejected { .. }) => Outcome::Rejected,
-            Some(DeliveryState::Released) => Outcome::Released,
-            Some(DeliveryState::Modified {
-                delivery_failed,
-                undeliverable_here,
-                ..
-            }) => Outcome::Modified {
-                delivery_failed: *delivery_failed,
-                undeliverable_here: *undeliverable_here,
-            },
+        let outcome = match disposition.state.as_ref().and_then(outcome_of) {
+            Some(outcome) => outcome,
             // Settled without an outcome: nothing says it was processed, so
             // it goes back to the queue (no message is lost this way).
-            Some(DeliveryState::Received { .. } | DeliveryState::Other(_)) | None => {
-                if !disposition.settled {
-                    return Ok(());
-                }
-                Outcome::Released
-            }
+            None if disposition.settled => Outcome::Released,
+            None => return Ok(()),
         };
-        let first = disposition.first;
-        let last = disposition.last.unwrap_or(first);
-        for unsettled in session.unsettled.remove_range(first, last) {
+        for (_, unsettled) in session.unsettled.remove_range(first, last) {
             if let Some(Link::Consumer(consumer)) = session.links.get(&unsettled.handle) {
                 consumer
                     .queue
@@ -203,6 +196,24 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// The queue outcome a delivery state names, if it is an outcome.
+pub(super) fn outcome_of(state: &DeliveryState) -> Option<Outcome> {
+    Some(match state {
+        DeliveryState::Accepted => Outcome::Accepted,
+        DeliveryState::Rejected { .. } => Outcome::Rejected,
+        DeliveryState::Released => Outcome::Released,
+        DeliveryState::Modified {
+            delivery_failed,
+            undeliverable_here,
+            ..
+        } => Outcome::Modified {
+            delivery_failed: *delivery_failed,
+            undeliverable_here: *undeliverable_here,
+        },
+        _ => return None,
+    })
 }
 
 /// Send the link's held deliveries, oldest first, while it has credit.

@@ -17,6 +17,9 @@ pub(crate) enum Destination {
     Queue(Arc<dyn Queue>),
     /// Each message to the queue its `to` names (a null target address).
     Relay(Relay),
+    /// The transaction coordinator: each message is a declare or a
+    /// discharge (`transaction.rs`).
+    Coordinator,
 }
 
 /// A link on which the peer publishes to a queue.
@@ -45,6 +48,7 @@ impl PublisherLink {
         match &mut self.destination {
             Destination::Queue(queue) => queue.has_capacity(sink, self.tag),
             Destination::Relay(relay) => relay.has_capacity(sink, self.tag),
+            Destination::Coordinator => true,
         }
     }
 }
@@ -55,6 +59,9 @@ pub(crate) struct PartialDelivery {
     pub(crate) settled: bool,
     pub(crate) chunks: Vec<Bytes>,
     pub(crate) len: usize,
+    /// The transaction the delivery is posted in (its transfer's
+    /// transactional-state), if any.
+    pub(crate) txn_id: Option<Bytes>,
 }
 
 impl PartialDelivery {

@@ -18,6 +18,7 @@ mod relay;
 mod sasl;
 mod session;
 mod state;
+mod transaction;
 mod transfer;
 mod transport;
 mod unsettled;

@@ -43,6 +43,8 @@ pub(crate) struct State {
     pub(crate) relay_wait: Option<super::relay::RelayWait>,
     /// What the logged-in user may do (see `authorize.rs`).
     pub(crate) permissions: crate::auth::Permissions,
+    /// Local transactions declared on this connection (`transaction.rs`).
+    pub(crate) transactions: super::transaction::Transactions,
 }
 
 impl State {
@@ -64,6 +66,7 @@ impl State {
             ending: HashSet::new(),
             relay_wait: None,
             permissions,
+            transactions: Default::default(),
         }
     }
 
@@ -206,6 +209,8 @@ impl State {
 
     /// Tear down every session; the connection is going away.
     pub(crate) fn release_all(&mut self) {
+        // A transaction dies with its connection: rolled back.
+        self.transactions.roll_back_all(None);
         let sessions: Vec<Session> = self.sessions.drain().map(|(_, s)| s).collect();
         for session in sessions {
             self.release_session(session);

@@ -47,6 +47,21 @@ impl State {
             }
             Gathered::Complete(partial) => partial,
         };
+        if partial.txn_id.is_some() || matches!(link.destination, Destination::Coordinator) {
+            top_up_credit(link, handle, session_flow, &self.sink, out, channel);
+            let posted = Posted {
+                channel,
+                handle,
+                tag: link.tag,
+                queue: match &link.destination {
+                    Destination::Queue(queue) => Some(queue.clone()),
+                    _ => None,
+                },
+                coordinator: matches!(link.destination, Destination::Coordinator),
+            };
+            self.on_transactional(posted, partial, out);
+            return Ok(());
+        }
         let mode = link.rcv_settle_mode;
         let answer = match publish(link, partial, &self.sink) {
             Some(Answer::Prepare(wait)) => {
@@ -80,6 +95,10 @@ impl State {
             return;
         };
         let mode = match session.links.get(&link.handle) {
+            Some(Link::Publisher(l)) if matches!(l.destination, Destination::Coordinator) => {
+                let tag = l.tag;
+                return self.commit_part_done(tag, link.channel, delivery_id, outcome, out);
+            }
             Some(Link::Publisher(l)) => l.rcv_settle_mode,
             _ => return,
         };
@@ -162,6 +181,9 @@ fn gather(
         return Ok(Gathered::Incomplete);
     };
     partial.settled |= transfer.settled.unwrap_or(false);
+    if let Some(DeliveryState::Transactional { txn_id, .. }) = &transfer.state {
+        partial.txn_id = Some(txn_id.clone());
+    }
     if transfer.aborted {
         // An aborted delivery is forgotten; it used its credit.
         link.partial = None;
@@ -208,8 +230,19 @@ fn start_delivery(link: &mut PublisherLink, transfer: &Transfer) -> Result<(), C
         settled: false,
         chunks: Vec::new(),
         len: 0,
+        txn_id: None,
     });
     Ok(())
+}
+
+/// A complete delivery on a coordinator link, or posted in a transaction.
+pub(super) struct Posted {
+    pub(super) channel: u16,
+    pub(super) handle: u32,
+    pub(super) tag: u64,
+    /// The link's queue (none for the relay or the coordinator).
+    pub(super) queue: Option<std::sync::Arc<dyn crate::queue::Queue>>,
+    pub(super) coordinator: bool,
 }
 
 /// What to tell the publisher about one delivery right away.
@@ -235,6 +268,8 @@ fn publish(
     match scan(partial.into_bytes()) {
         Ok(message) => match &mut link.destination {
             Destination::Queue(_) => hand_to_queue(link, message, delivery_id, settled, sink),
+            // Taken by `on_transactional` before publishing.
+            Destination::Coordinator => None,
             Destination::Relay(relay) => {
                 let confirm = (!settled).then(|| PublishConfirm {
                     sink: sink.clone(),
@@ -265,7 +300,7 @@ fn publish(
 }
 
 /// Check the message's sections and keep its header for the queue.
-fn scan(bytes: Bytes) -> Result<Message, CodecError> {
+pub(super) fn scan(bytes: Bytes) -> Result<Message, CodecError> {
     let view = MessageView::scan(&bytes)?;
     Ok(Message {
         bytes,

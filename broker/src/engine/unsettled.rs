@@ -66,8 +66,8 @@ impl UnsettledDeliveries {
     }
 
     /// Take every unsettled delivery from `first` to `last` (inclusive,
-    /// wrapping), in id order.
-    pub(crate) fn remove_range(&mut self, first: u32, last: u32) -> Vec<Unsettled> {
+    /// wrapping), in id order, with its delivery-id.
+    pub(crate) fn remove_range(&mut self, first: u32, last: u32) -> Vec<(u32, Unsettled)> {
         let span = last.wrapping_sub(first);
         let start = match self.entries.front() {
             // The range begins at or before the front (the peer may settle
@@ -83,7 +83,7 @@ impl UnsettledDeliveries {
                 break;
             }
             if let Some(unsettled) = entry.take() {
-                taken.push(unsettled);
+                taken.push((*id, unsettled));
             }
         }
         self.live -= taken.len();
@@ -128,11 +128,14 @@ mod tests {
     fn remove(window: &mut UnsettledDeliveries, id: u32) -> Option<Unsettled> {
         let mut taken = window.remove_range(id, id);
         assert!(taken.len() <= 1);
-        taken.pop()
+        taken.pop().map(|(taken_id, u)| {
+            assert_eq!(taken_id, id);
+            u
+        })
     }
 
-    fn ids(taken: &[Unsettled]) -> Vec<u64> {
-        taken.iter().map(|u| u.message).collect()
+    fn ids(taken: &[(u32, Unsettled)]) -> Vec<u64> {
+        taken.iter().map(|(_, u)| u.message).collect()
     }
 
     #[test]

@@ -19,7 +19,9 @@ mod follow;
 pub(crate) mod fuzz_checks;
 mod protocol;
 mod routed;
+mod routed_txn;
 mod server;
+mod server_txn;
 mod streams;
 
 use std::collections::HashMap;

@@ -155,6 +155,21 @@ pub(crate) enum ToServer {
         /// Link id.
         link: u64,
     },
+    /// A local transaction's part on the queue of publishing link `link`:
+    /// the messages (one after another in the payload, of these lengths)
+    /// and settlements of deliveries on this origin's consuming links,
+    /// applied at once by the queue; the outcome comes back as `Published`
+    /// with `token`.
+    Commit {
+        /// The publishing link.
+        link: u64,
+        /// Opaque to the server.
+        token: u64,
+        /// Byte length of each message in the payload, in order.
+        lens: Vec<u32>,
+        /// (consuming link, message id, outcome).
+        settles: Vec<(u64, u64, Outcome)>,
+    },
 }
 
 /// Link traffic back to the origin (kind [`kind::FORWARD_TO_ORIGIN`]).

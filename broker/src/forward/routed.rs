@@ -31,7 +31,7 @@ use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
 use crate::queue::{
     ConsumerId, Delivery, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
-    QueueAddress, QueueError, QueueEventKind, QueueStats, Sink,
+    QueueAddress, QueueError, QueueEventKind, QueueStats, Sink, TxnPart,
 };
 use crate::quorum::QuorumQueue;
 
@@ -90,7 +90,7 @@ pub(super) struct State {
     pub(super) consumers: HashMap<ConsumerId, RConsumer>,
     /// The publishing link at the current remote target, opened lazily.
     pub(super) pub_link: Option<u64>,
-    next_token: u64,
+    pub(super) next_token: u64,
     /// Sent to the remote target, outcome not known yet (`None`: the
     /// client pre-settled it; it still counts against the window).
     pub(super) pending: HashMap<u64, (Instant, Option<PublishConfirm>)>,
@@ -226,19 +226,7 @@ impl RoutedQueue {
     /// Send one publish to the remote target, opening the publishing link
     /// there first if needed.
     pub(super) fn publish_remote(&self, state: &mut State, node: NodeId, held: Held) {
-        let link = match state.pub_link {
-            Some(link) => link,
-            None => {
-                let link = self.fwd.new_link(&self.weak);
-                state.pub_link = Some(link);
-                let open = ToServer::Publisher {
-                    link,
-                    address: self.address.to_string(),
-                };
-                self.send(state, node, &open, Bytes::new());
-                link
-            }
-        };
+        let link = self.publisher_link(state, node);
         if state.target != Target::Remote(node) {
             state.backlog.push_back(held);
             return;
@@ -251,6 +239,23 @@ impl RoutedQueue {
             token: held.token,
         };
         self.send(state, node, &publish, held.message.bytes);
+    }
+
+    /// The publishing link at `node`, opened there first if needed.
+    pub(super) fn publisher_link(&self, state: &mut State, node: NodeId) -> u64 {
+        match state.pub_link {
+            Some(link) => link,
+            None => {
+                let link = self.fwd.new_link(&self.weak);
+                state.pub_link = Some(link);
+                let open = ToServer::Publisher {
+                    link,
+                    address: self.address.to_string(),
+                };
+                self.send(state, node, &open, Bytes::new());
+                link
+            }
+        }
     }
 
     /// Handle link traffic from the serving node.
@@ -562,6 +567,14 @@ impl Queue for RoutedQueue {
             }
             At::Nowhere { .. } => {}
         }
+    }
+
+    fn has_room_for(&self, messages: usize, bytes: u64) -> bool {
+        self.room_routed(messages, bytes)
+    }
+
+    fn commit(&self, part: TxnPart, confirm: PublishConfirm) -> Result<PublishStatus, QueueError> {
+        self.commit_routed(part, confirm)
     }
 
     fn stats(&self) -> QueueStats {

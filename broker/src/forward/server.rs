@@ -172,7 +172,7 @@ impl Server {
         queues.local_queue(&address)
     }
 
-    fn link_queue(
+    pub(super) fn link_queue(
         &self,
         origin: NodeId,
         link: u64,
@@ -184,7 +184,7 @@ impl Server {
             .map(|l| (l.queue.clone(), l.consumer))
     }
 
-    fn closed(sink: &Sink, link: u64, reason: String) {
+    pub(super) fn closed(sink: &Sink, link: u64, reason: String) {
         sink.send(
             link,
             QueueEventKind::Closed {
@@ -225,6 +225,12 @@ impl Server {
             // with the consumer until it is settled or the link goes.
             ToServer::Undeliver { .. } => {}
             ToServer::Close { link } => self.close(origin, link),
+            ToServer::Commit {
+                link,
+                token,
+                lens,
+                settles,
+            } => self.on_commit(origin, &sink, link, token, &lens, settles, payload),
         }
     }
 

@@ -143,7 +143,8 @@ pub fn performative_decoder(data: &[u8]) {
 }
 
 /// `MessageView::scan`: the view is consistent with the input; the header
-/// section decodes alone and can be replaced by our own encoding.
+/// section decodes alone and can be replaced by our own encoding. Also
+/// `Control::from_message` (a transaction coordinator's decoder).
 pub fn message_scan(data: &[u8]) {
     let message = Bytes::copy_from_slice(data);
     let Ok(view) = MessageView::scan(&message) else {
@@ -165,6 +166,9 @@ pub fn message_scan(data: &[u8]) {
         assert_eq!(again.header.as_ref(), Some(header));
         assert_eq!(again.n_sections, view.n_sections);
     }
+    // A coordinator reads a declare or discharge out of the same bytes:
+    // it must answer with a value or an error, never panic.
+    let _ = crate::codec::Control::from_message(&message);
 }
 
 /// `paging::record::decode` record after record, as a segment scan walks

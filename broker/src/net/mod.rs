@@ -49,8 +49,10 @@ pub struct Envelope {
 /// Raise it with any change to those encodings or to their kinds below.
 /// History: 1 = openraft 0.9 RPCs, forward protocol 1, admin protocol 1;
 /// 2 = the quorum log's `Command::Purge` (in append-entries) and the admin
-/// requests `DeleteQueue` / `PurgeQueue`.
-pub const WIRE_VERSION: u32 = 2;
+/// requests `DeleteQueue` / `PurgeQueue`; 3 = the quorum log's
+/// `Command::Transact` and the forwarding request `ToServer::Commit`
+/// (local transactions).
+pub const WIRE_VERSION: u32 = 3;
 
 /// The envelope kinds. Raft kinds travel by `call`; forwarding uses both.
 pub mod kind {

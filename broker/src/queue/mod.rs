@@ -90,6 +90,24 @@ pub struct QueueStats {
     pub consumers: usize,
 }
 
+/// One transaction's work on one queue, applied at once by
+/// [`Queue::commit`]: nothing of it is visible before, all of it after.
+#[derive(Debug, Default)]
+pub struct TxnPart {
+    /// Messages to enqueue, in the order they were posted.
+    pub messages: Vec<Message>,
+    /// Deliveries to settle: the consumer that has the message out, the
+    /// message and the outcome the transaction gave it.
+    pub settles: Vec<(ConsumerId, MessageId, Outcome)>,
+}
+
+impl TxnPart {
+    /// Bytes of the messages to enqueue.
+    pub fn bytes(&self) -> u64 {
+        self.messages.iter().map(|m| m.len() as u64).sum()
+    }
+}
+
 /// Errors a queue reports to the engine, each mapped to an AMQP condition.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
@@ -157,6 +175,27 @@ pub trait Queue: Send + Sync + 'static {
 
     /// Depth and consumers.
     fn stats(&self) -> QueueStats;
+
+    /// Whether `messages` more messages of `bytes` in all fit now. A
+    /// transaction asks every queue it touches before it commits on any,
+    /// so a full queue refuses the whole transaction before anything
+    /// lands.
+    fn has_room_for(&self, _messages: usize, _bytes: u64) -> bool {
+        true
+    }
+
+    /// Apply one transaction's part on this queue at once: enqueue its
+    /// messages and settle its deliveries, all or nothing. `Accepted` when
+    /// done; `Pending` when the outcome is reported on `confirm` later (a
+    /// quorum queue: one Raft log entry, `Accepted` once committed,
+    /// `Released` when it could not be).
+    fn commit(&self, part: TxnPart, confirm: PublishConfirm) -> Result<PublishStatus, QueueError> {
+        let _ = (part, confirm);
+        Err(QueueError::Refused(format!(
+            "transactions are not supported on {}",
+            self.address()
+        )))
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use super::message::{Message, MessageId};
 use super::sink::{QueueEventKind, Sink};
 use crate::codec::definitions::condition::RESOURCE_DELETED;
 
-use super::{ConsumerId, Outcome, PublishConfirm, PublishStatus, Queue, QueueError, QueueStats};
+use super::{
+    ConsumerId, Outcome, PublishConfirm, PublishStatus, Queue, QueueError, QueueStats, TxnPart,
+};
 
 #[derive(Debug, Default)]
 struct State {
@@ -169,6 +171,35 @@ impl Queue for TransientQueue {
 
     fn unsubscribe(&self, consumer: ConsumerId) {
         self.lock().dispatcher.unsubscribe(consumer);
+    }
+
+    fn has_room_for(&self, messages: usize, bytes: u64) -> bool {
+        let state = self.lock();
+        let held = state.dispatcher.n_ready() + state.dispatcher.n_out();
+        state.deleted
+            || (held + messages <= self.max_messages
+                && state.bytes.saturating_add(bytes) <= self.max_bytes)
+    }
+
+    fn commit(&self, part: TxnPart, _confirm: PublishConfirm) -> Result<PublishStatus, QueueError> {
+        // One lock for the whole part: no consumer sees half of it.
+        let mut state = self.lock();
+        if state.deleted {
+            return Err(self.gone());
+        }
+        for message in part.messages {
+            let id = state.next_id;
+            state.next_id += 1;
+            state.bytes += message.len() as u64;
+            state.dispatcher.push(Entry::new(id, message));
+        }
+        for (consumer, message, outcome) in part.settles {
+            if let Settled::Removed(entry) = state.dispatcher.settle(consumer, message, outcome) {
+                state.bytes -= entry.message.len() as u64;
+            }
+        }
+        self.wake_publishers(&mut state);
+        Ok(PublishStatus::Accepted)
     }
 
     fn stats(&self) -> QueueStats {

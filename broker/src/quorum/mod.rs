@@ -40,6 +40,7 @@ mod snapshot_file;
 mod snapshot_install;
 mod snapshot_transfer;
 mod state_machine;
+mod transaction;
 mod types;
 
 pub use cluster_view::{BoxFuture, PeerRequests, ReplicaSet, ReplicaSets};

@@ -23,7 +23,7 @@ use crate::net::NodeId;
 use crate::queue::dispatch::Settled;
 use crate::queue::{
     ConsumerId, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress,
-    QueueError, QueueStats, Sink,
+    QueueError, QueueStats, Sink, TxnPart,
 };
 
 /// A replicated queue: one openraft group.
@@ -39,11 +39,14 @@ pub struct QuorumQueue {
     /// While held, neither publishes nor settlements are proposed (they
     /// wait): a leadership hand-off needs the log to stop growing so the
     /// target can match it and win the vote (see `handoff.rs`).
-    hold: Arc<ProposalHold>,
+    pub(super) hold: Arc<ProposalHold>,
     /// The node's resource alarm: no new publisher credit while raised.
     alarm: Arc<ResourceAlarm>,
     /// When this replica last took an AppendEntries from its leader.
     contact: LeaderContact,
+    /// How long a proposal may wait for its commit before its publisher
+    /// hears `released`.
+    pub(super) publish_timeout: Duration,
 }
 
 impl Drop for QuorumQueue {
@@ -99,6 +102,7 @@ impl QuorumQueue {
             hold,
             alarm,
             contact: LeaderContact::default(),
+            publish_timeout,
         })
     }
 
@@ -115,11 +119,55 @@ impl QuorumQueue {
         self.hold.release();
     }
 
+    /// Settle a delivery in the leader's dispatcher; what the log must
+    /// record of it, if anything (a release needs no entry).
+    pub(super) fn settle_here(
+        &self,
+        consumer: ConsumerId,
+        message: MessageId,
+        outcome: Outcome,
+    ) -> Option<SettleKind> {
+        let settled = {
+            let mut inner = self.shared.lock();
+            let settled = inner.dispatcher.settle(consumer, message, outcome);
+            inner.refill(&self.shared.queue);
+            settled
+        };
+        match (settled, outcome) {
+            (Settled::Removed(_), _) => Some(SettleKind::Remove),
+            (
+                Settled::Returned,
+                Outcome::Modified {
+                    delivery_failed: true,
+                    ..
+                },
+            ) => Some(SettleKind::Failed),
+            (Settled::Unknown, Outcome::Accepted | Outcome::Rejected) => {
+                // Delivered by an earlier leader (the link followed the
+                // leadership here) or by another consumer: ids are
+                // replicated, so settle it by id rather than deliver it
+                // again. Redelivery stays possible, loss does not.
+                let mut inner = self.shared.lock();
+                if !inner.leading || !inner.index.contains(message) {
+                    return None;
+                }
+                inner.dispatcher.remove(message);
+                Some(SettleKind::Remove)
+            }
+            _ => None,
+        }
+    }
+
     pub(super) fn not_leader(&self) -> QueueError {
         QueueError::NotLeader {
             queue: self.address.to_string(),
             leader: self.raft.metrics().borrow().current_leader,
         }
+    }
+
+    /// The index of the last log entry this replica applied.
+    pub fn applied_index(&self) -> Option<u64> {
+        self.raft.metrics().borrow().last_applied.map(|l| l.index)
     }
 
     /// The node that leads the group, if known.
@@ -374,36 +422,9 @@ impl Queue for QuorumQueue {
     }
 
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome) {
-        let settled = {
-            let mut inner = self.shared.lock();
-            let settled = inner.dispatcher.settle(consumer, message, outcome);
-            inner.refill(&self.shared.queue);
-            settled
-        };
-        let kind = match (settled, outcome) {
-            (Settled::Removed(_), _) => SettleKind::Remove,
-            (
-                Settled::Returned,
-                Outcome::Modified {
-                    delivery_failed: true,
-                    ..
-                },
-            ) => SettleKind::Failed,
-            (Settled::Unknown, Outcome::Accepted | Outcome::Rejected) => {
-                // Delivered by an earlier leader (the link followed the
-                // leadership here) or by another consumer: ids are
-                // replicated, so settle it by id rather than deliver it
-                // again. Redelivery stays possible, loss does not.
-                let mut inner = self.shared.lock();
-                if !inner.leading || !inner.index.contains(message) {
-                    return;
-                }
-                inner.dispatcher.remove(message);
-                SettleKind::Remove
-            }
-            _ => return,
-        };
-        let _ = self.settles.send(SettleMsg::Settle(message, kind));
+        if let Some(kind) = self.settle_here(consumer, message, outcome) {
+            let _ = self.settles.send(SettleMsg::Settle(message, kind));
+        }
     }
 
     fn unsubscribe(&self, consumer: ConsumerId) {
@@ -411,6 +432,16 @@ impl Queue for QuorumQueue {
         inner.routed.remove(&consumer);
         inner.orphans.remove(&consumer);
         inner.dispatcher.unsubscribe(consumer);
+    }
+
+    fn has_room_for(&self, _messages: usize, _bytes: u64) -> bool {
+        // A quorum queue has no length limit of its own; the node's disk
+        // and memory alarms are what make it full.
+        !self.alarm.is_raised()
+    }
+
+    fn commit(&self, part: TxnPart, confirm: PublishConfirm) -> Result<PublishStatus, QueueError> {
+        self.commit_part(part, confirm)
     }
 
     fn stats(&self) -> QueueStats {

@@ -365,6 +365,21 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                             .map_err(apply_error)?;
                     }
                 }
+                EntryPayload::Normal(Command::Transact { messages, settles }) => {
+                    log_bytes += messages.iter().map(|m| m.len() as u64).sum::<u64>();
+                    log_bytes += 9 * settles.len() as u64;
+                    for (position, message) in messages.into_iter().enumerate() {
+                        let id = message_id(entry.log_id.index, position);
+                        inner
+                            .enqueue(&shared.limits, id, message)
+                            .map_err(apply_error)?;
+                    }
+                    for (id, kind) in settles {
+                        inner
+                            .settle(&shared.limits, id, kind)
+                            .map_err(apply_error)?;
+                    }
+                }
                 EntryPayload::Normal(Command::Purge { upto, except }) => {
                     log_bytes += 8 * except.len() as u64;
                     inner

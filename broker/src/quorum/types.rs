@@ -33,6 +33,16 @@ pub enum Command {
         /// What happened to them.
         kind: SettleKind,
     },
+    /// One local transaction's part on this queue: its messages enqueued
+    /// (the i-th gets `message_id(entry index, i)`, as in `Enqueue`) and
+    /// its settlements applied in one entry, so that no replica, and so no
+    /// later leader, ever holds half of it.
+    Transact {
+        /// The encoded messages, in the order they were posted.
+        messages: Vec<Bytes>,
+        /// Settled message ids and what happened to each.
+        settles: Vec<(u64, SettleKind)>,
+    },
     /// An operator purged the queue: every message with an id up to
     /// `upto` is removed, except those the leader had out with consumers
     /// when it proposed this (they stay theirs to settle). Every replica
