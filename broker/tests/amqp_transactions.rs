@@ -2,7 +2,8 @@
 //! transaction API (fe2o3-amqp `Controller` / `Transaction`) and, for the
 //! exact answers, raw frames: declare, posted messages visible only after
 //! a commit and never after a rollback, settlements applied on commit and
-//! returned on rollback, the staging bound, a full queue refusing the
+//! returned on rollback, posts through the anonymous relay, the staging
+//! bound, a full queue refusing the
 //! whole transaction, a transaction dying with its connection, one Raft
 //! log entry per queue per commit, and a commit forwarded from a follower
 //! surviving the loss of the leader.
@@ -273,6 +274,62 @@ async fn a_full_queue_refuses_the_whole_transaction() {
     assert_eq!(ready_unsettled(&broker, "/queues/txn-small"), (0, 0));
     assert_eq!(ready_unsettled(&broker, "/quorum/txn-roomy"), (0, 0));
     let _ = tokio::time::timeout(Duration::from_secs(5), connection.close()).await;
+    stop(broker).await;
+}
+
+/// Messages posted in a transaction through the anonymous relay go to
+/// the queues their `to` names (a transient and a quorum one, both created
+/// by the relay) only on commit; an address that cannot exist is rejected
+/// on its own.
+#[tokio::test]
+async fn posts_through_the_anonymous_relay() {
+    use fe2o3_amqp::types::messaging::{Message, Properties};
+    let broker = start().await;
+    let mut connection = connect(&broker, "txn-relay").await;
+    let mut session = begin_session(&mut connection).await;
+    let controller = controller(&mut session).await;
+    let mut relay = step(
+        "anonymous sender attach",
+        Sender::builder()
+            .name("anon")
+            .target(fe2o3_amqp::types::messaging::Target::builder().build())
+            .attach(&mut session),
+    )
+    .await
+    .expect("an anonymous sender attaches");
+    let to = |address: &str, text: &str| {
+        Message::builder()
+            .properties(Properties::builder().to(address).build())
+            .value(text.to_string())
+            .build()
+    };
+    for end in ["abort", "commit"] {
+        let txn = step("declare", Transaction::declare(&controller, None))
+            .await
+            .expect("declared");
+        for address in ["/queues/txn-relay-a", "/quorum/txn-relay-b"] {
+            let outcome = step("post", txn.post(&mut relay, to(address, end)))
+                .await
+                .expect("answered");
+            assert!(outcome.is_accepted(), "{address}: {outcome:?}");
+        }
+        let outcome = step("post", txn.post(&mut relay, to("/nowhere/x", end)))
+            .await
+            .expect("answered");
+        assert!(matches!(outcome, Outcome::Rejected(_)), "{outcome:?}");
+        for address in ["/queues/txn-relay-a", "/quorum/txn-relay-b"] {
+            assert_eq!(ready_unsettled(&broker, address), (0, 0), "before {end}");
+        }
+        if end == "commit" {
+            step("commit", txn.commit()).await.expect("committed");
+        } else {
+            step("rollback", txn.rollback()).await.expect("rolled back");
+        }
+    }
+    for address in ["/queues/txn-relay-a", "/quorum/txn-relay-b"] {
+        assert_eq!(ready_unsettled(&broker, address), (1, 0), "{address}");
+    }
+    step("close", connection.close()).await.unwrap();
     stop(broker).await;
 }
 

@@ -3,8 +3,9 @@
 `.commit`, `.abort`), on a transient and on a quorum queue: messages sent
 in a transaction appear only once it commits and never when it aborts;
 deliveries accepted in a transaction are gone after a commit and come
-back after an abort; a transaction still open when its connection closes
-is rolled back. What is in a queue is read afterwards with the blocking
+back after an abort; messages sent through the anonymous relay in a
+transaction reach the queues their `to` names only on commit; a
+transaction still open when its connection closes is rolled back. What is in a queue is read afterwards with the blocking
 API."""
 
 import pytest
@@ -20,10 +21,12 @@ class Transactional(MessagingHandler, TransactionHandler):
     (bodies to send, deliveries to accept, "commit" | "abort" | "leave").
     Fails the run past TIMEOUT."""
 
-    def __init__(self, url, address, steps):
+    def __init__(self, url, address, steps, relay_to=()):
         MessagingHandler.__init__(self, prefetch=0, auto_accept=False)
         TransactionHandler.__init__(self)
         self.url, self.address, self.steps = url, address, list(steps)
+        # With relay_to: an anonymous sender, each body sent to each address.
+        self.relay_to = list(relay_to)
         self.outcomes, self.received, self.error = [], [], None
         self.txn = self.sender = self.receiver = None
         self.step_sent = False
@@ -31,8 +34,11 @@ class Transactional(MessagingHandler, TransactionHandler):
     def on_start(self, event):
         self.container = event.container
         self.conn = event.container.connect(self.url)
-        self.sender = event.container.create_sender(self.conn, self.address)
-        self.receiver = event.container.create_receiver(self.conn, self.address)
+        if self.relay_to:
+            self.sender = event.container.create_sender(self.conn, None)
+        else:
+            self.sender = event.container.create_sender(self.conn, self.address)
+            self.receiver = event.container.create_receiver(self.conn, self.address)
         self.timer = event.container.schedule(TIMEOUT, self)
         self.declare()
 
@@ -59,14 +65,18 @@ class Transactional(MessagingHandler, TransactionHandler):
         if self.txn is None or self.step_sent or not self.steps:
             return
         bodies, accepts, end = self.steps[0]
-        if self.sender.credit < len(bodies):
+        if self.sender.credit < len(bodies) * max(1, len(self.relay_to)):
             return
         if len(self.received) < accepts:
             self.receiver.flow(accepts - len(self.received))
             return
         self.step_sent = True
         for body in bodies:
-            self.txn.send(self.sender, Message(body=body))
+            if self.relay_to:
+                for to in self.relay_to:
+                    self.txn.send(self.sender, Message(address=to, body=body))
+            else:
+                self.txn.send(self.sender, Message(body=body))
         for _, delivery in self.received[:accepts]:
             self.txn.accept(delivery)
         self.received = self.received[accepts:]
@@ -106,8 +116,8 @@ class Transactional(MessagingHandler, TransactionHandler):
         self.conn.close()
 
 
-def run(url, address, steps):
-    handler = Transactional(url, address, steps)
+def run(url, address, steps, relay_to=()):
+    handler = Transactional(url, address, steps, relay_to)
     Container(handler).run()
     assert handler.error is None, handler.error
     return handler.outcomes
@@ -152,3 +162,11 @@ def test_an_open_transaction_dies_with_its_connection(url):
     outcomes = run(url, address, [(["staged"], 1, "leave")])
     assert outcomes == ["left open"]
     assert bodies_in(url, address, 1) == ["kept"]
+
+
+def test_sends_through_the_anonymous_relay(url):
+    queues = ["/queues/txn-relay-a", "/quorum/txn-relay-b"]
+    outcomes = run(url, None, [(["x"], 0, "abort"), (["y"], 0, "commit")], relay_to=queues)
+    assert outcomes == ["aborted", "committed"]
+    for address in queues:
+        assert bodies_in(url, address, 1) == ["y"]

@@ -44,7 +44,7 @@ pub(crate) struct Relay {
 }
 
 impl Relay {
-    fn get(&mut self, address: &QueueAddress) -> Option<Arc<dyn Queue>> {
+    pub(crate) fn get(&mut self, address: &QueueAddress) -> Option<Arc<dyn Queue>> {
         let at = self.cache.iter().position(|(a, _)| a == address)?;
         let entry = self.cache.remove(at)?;
         let queue = entry.1.clone();
@@ -52,7 +52,7 @@ impl Relay {
         Some(queue)
     }
 
-    fn insert(&mut self, address: QueueAddress, queue: Arc<dyn Queue>) {
+    pub(crate) fn insert(&mut self, address: QueueAddress, queue: Arc<dyn Queue>) {
         self.cache.retain(|(a, _)| *a != address);
         if self.cache.len() >= RELAY_CACHE_MAX {
             self.cache.pop_front();
@@ -84,6 +84,8 @@ pub(crate) struct RelayWait {
     pub(crate) message: Message,
     pub(crate) delivery_id: u32,
     pub(crate) settled: bool,
+    /// Posted in this transaction: staged, not published, once resolved.
+    pub(crate) txn_id: Option<Bytes>,
 }
 
 /// What became of a relayed message right away.
@@ -172,6 +174,9 @@ impl State {
         let resolved = self
             .authorize_relay(&wait.address)
             .and_then(|()| self.queue_for(&wait.address.to_string()));
+        if let Some(txn_id) = wait.txn_id.clone() {
+            return self.resume_transactional_relay(wait, txn_id, resolved, out);
+        }
         let sink = self.sink.clone();
         let Some(session) = self.sessions.get_mut(&wait.channel) else {
             return;

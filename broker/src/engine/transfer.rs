@@ -58,6 +58,7 @@ impl State {
                     _ => None,
                 },
                 coordinator: matches!(link.destination, Destination::Coordinator),
+                relay: matches!(link.destination, Destination::Relay(_)),
             };
             self.on_transactional(posted, partial, out);
             return Ok(());
@@ -243,6 +244,8 @@ pub(super) struct Posted {
     /// The link's queue (none for the relay or the coordinator).
     pub(super) queue: Option<std::sync::Arc<dyn crate::queue::Queue>>,
     pub(super) coordinator: bool,
+    /// An anonymous-relay link: the message's `to` names its queue.
+    pub(super) relay: bool,
 }
 
 /// What to tell the publisher about one delivery right away.
@@ -356,6 +359,7 @@ pub(super) fn relay_answer(relayed: Relayed, delivery_id: u32, settled: bool) ->
             message,
             delivery_id,
             settled,
+            txn_id: None,
         }))),
     }
 }
