@@ -19,6 +19,7 @@ mod sasl;
 mod session;
 mod state;
 mod transaction;
+mod transactional_work;
 mod transfer;
 mod transport;
 mod unsettled;

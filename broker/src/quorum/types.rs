@@ -33,16 +33,6 @@ pub enum Command {
         /// What happened to them.
         kind: SettleKind,
     },
-    /// One local transaction's part on this queue: its messages enqueued
-    /// (the i-th gets `message_id(entry index, i)`, as in `Enqueue`) and
-    /// its settlements applied in one entry, so that no replica, and so no
-    /// later leader, ever holds half of it.
-    Transact {
-        /// The encoded messages, in the order they were posted.
-        messages: Vec<Bytes>,
-        /// Settled message ids and what happened to each.
-        settles: Vec<(u64, SettleKind)>,
-    },
     /// An operator purged the queue: every message with an id up to
     /// `upto` is removed, except those the leader had out with consumers
     /// when it proposed this (they stay theirs to settle). Every replica
@@ -52,6 +42,17 @@ pub enum Command {
         upto: u64,
         /// Ids out with consumers then, kept.
         except: Vec<u64>,
+    },
+    /// One local transaction's part on this queue: its messages enqueued
+    /// (the i-th gets `message_id(entry index, i)`, as in `Enqueue`) and
+    /// its settlements applied in one entry, so that no replica, and so no
+    /// later leader, ever holds half of it. (Variants are only ever added
+    /// at the end, so that logs written before still read.)
+    Transact {
+        /// The encoded messages, in the order they were posted.
+        messages: Vec<Bytes>,
+        /// Settled message ids and what happened to each.
+        settles: Vec<(u64, SettleKind)>,
     },
 }
 
@@ -84,3 +85,31 @@ pub(crate) fn message_id(index: u64, position: usize) -> u64 {
 
 /// The Raft handle of one quorum queue.
 pub type QueueRaftHandle = openraft::Raft<QueueRaft>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The log keeps every record ever written: a variant's index on disk
+    /// must never change (postcard writes it as the first byte).
+    #[test]
+    fn command_variants_keep_their_index_on_disk() {
+        let first_byte = |c: &Command| postcard::to_stdvec(c).expect("encodes")[0];
+        assert_eq!(first_byte(&Command::Enqueue { messages: vec![] }), 0);
+        let settle = Command::Settle {
+            ids: vec![],
+            kind: SettleKind::Remove,
+        };
+        assert_eq!(first_byte(&settle), 1);
+        let purge = Command::Purge {
+            upto: 0,
+            except: vec![],
+        };
+        assert_eq!(first_byte(&purge), 2);
+        let transact = Command::Transact {
+            messages: vec![],
+            settles: vec![],
+        };
+        assert_eq!(first_byte(&transact), 3);
+    }
+}
