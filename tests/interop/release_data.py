@@ -1,17 +1,19 @@
 """Data directories written by a released ramqp-brokerd, and what they hold.
 
-A fixture is `tests/fixtures/data-dir-<version>.tar.gz`, holding one
-directory `data-dir-<version>/` with
+A release has two fixtures: `tests/fixtures/data-dir-<version>.tar.gz`,
+one node, and `data-dir-<version>-cluster3.tar.gz`, a cluster of three.
+Each holds one directory named as the file, with
 
-- `data/`: a single node's `--data-dir`, written by that release's
-  `ramqp-brokerd` through Qpid Proton and then stopped with SIGTERM;
+- `data/` (one node) or `node-1/`, `node-2/`, `node-3/` (the cluster):
+  the nodes' `--data-dir`s, written by that release's `ramqp-brokerd`
+  through Qpid Proton and then stopped with SIGTERM;
 - `manifest.json`: what that release was asked to keep, queue by queue:
   every message it accepted and that was not settled afterwards, in the
   order a consumer gets them, with a digest of its body and its
-  properties; how many were published and settled; the flags and config
-  it ran with; the files its data directory held.
+  properties; how many were published and settled; the number of nodes,
+  the flags and config they ran with; the files each data directory held.
 
-`write()` makes one (run by `scripts/make-data-dir-fixture.sh` with the
+`write()` fills one (run by `scripts/make-data-dir-fixture.sh` with the
 release's binary); `check()` is what `test_release_data.py` asserts of a
 node reading one. The manifest, not this module, is the record of what a
 release wrote: a later change here must keep reading the manifests of the
@@ -56,12 +58,18 @@ def fixture_paths():
     """Every checked-in fixture, oldest version first."""
     return sorted(
         FIXTURES_DIR.glob(f"{FIXTURE_PREFIX}*{FIXTURE_SUFFIX}"),
-        key=lambda p: version_key(fixture_version(p)),
+        key=lambda p: (version_key(fixture_version(p)), p.name),
     )
 
 
-def fixture_version(path: Path) -> str:
+def fixture_name(path: Path) -> str:
+    """`0.1.0` or `0.1.0-cluster3`: the file name without prefix and suffix."""
     return path.name[len(FIXTURE_PREFIX):-len(FIXTURE_SUFFIX)]
+
+
+def fixture_version(path: Path) -> str:
+    """The release that wrote a fixture."""
+    return fixture_name(path).split("-")[0]
 
 
 def version_key(version: str):
@@ -154,12 +162,13 @@ def consume_accepting(conn, address, messages):
     receiver.close()
 
 
-def write(broker, release: str, commit: str):
-    """Fill a fresh node (`broker`, a conftest.BrokerProcess running the
-    release's binary with WRITER_ARGS) and return the manifest. The caller
-    stops the node and packs its data directory with the manifest."""
+def write(url: str, many: int):
+    """Fill a fresh node or cluster (reached at `url`, running the
+    release's binary with WRITER_ARGS) and return the manifest's queues.
+    The caller stops the nodes and packs their data directories with the
+    manifest."""
     queues = []
-    with connection(broker.url) as conn:
+    with connection(url) as conn:
         # /quorum/paged: 300 messages, nearly all paged (the queue keeps
         # 16 KiB resident); the first 100 accepted, which deletes whole
         # segments; the next one fails once (modified, delivery-failed:
@@ -220,10 +229,10 @@ def write(broker, release: str, commit: str):
         consume_accepting(conn, address, messages)
         queues.append({"address": address, "published": 20, "settled": 20, "messages": []})
 
-        # /quorum/many-00 .. many-59: one message each. Declaring them
-        # takes the metadata group past a snapshot of its own (every 64
-        # entries, as the queues').
-        for i in range(60):
+        # /quorum/many-00 .. many-NN: one message each. Declaring 60 of
+        # them takes the metadata group past a snapshot of its own (every
+        # 64 entries, as the queues').
+        for i in range(many):
             address = f"/quorum/many-{i:02d}"
             message = make_message(f"many-{i:02d}", 0, f"one of many, {i:02d}")
             publish(conn, address, [message])
@@ -235,15 +244,7 @@ def write(broker, release: str, commit: str):
         # One round trip, so the last accepts have left the client.
         conn.create_sender("/quorum/drained").close()
 
-    return {
-        "format": MANIFEST_FORMAT,
-        "release": release,
-        "commit": commit,
-        "written_by": "scripts/make-data-dir-fixture.sh",
-        "brokerd_args": WRITER_ARGS + ["--config", "writer.toml"],
-        "writer_config": WRITER_CONFIG,
-        "queues": queues,
-    }
+    return queues
 
 
 def data_dir_listing(data_dir: Path):
@@ -258,8 +259,15 @@ def data_dir_listing(data_dir: Path):
 # --- reading (with this commit's binary) ---------------------------------------
 
 
+def node_dirs(root: Path, nodes: int):
+    """Each node's data directory in a fixture: {node id: path}."""
+    if nodes == 1:
+        return {1: root / "data"}
+    return {node: root / f"node-{node}" for node in range(1, nodes + 1)}
+
+
 def unpack(fixture: Path, into: Path):
-    """Unpack a fixture; returns (data dir, manifest)."""
+    """Unpack a fixture; returns ({node id: data dir}, manifest)."""
     with tarfile.open(fixture) as tar:
         for member in tar.getmembers():
             name = Path(member.name)
@@ -269,7 +277,7 @@ def unpack(fixture: Path, into: Path):
     root = into / fixture.name[:-len(FIXTURE_SUFFIX)]
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["format"] == MANIFEST_FORMAT, f"manifest format {manifest['format']}"
-    return root / "data", manifest
+    return node_dirs(root, manifest.get("nodes", 1)), manifest
 
 
 def receive_expected(receiver, address, expected_messages):
@@ -302,11 +310,12 @@ def assert_no_more(receivers):
         wait = 0.01
 
 
-def check(broker, manifest):
-    """What test_release_data asserts of a node started on a fixture: every
+def check(url, manifest):
+    """What test_release_data asserts of a node started on a fixture (of
+    any node of a cluster: it forwards to each queue's leader): every
     queue serves exactly the manifest's messages, in order, and then
     nothing (the settled ones are gone). Accepts them all."""
-    with connection(broker.url) as conn:
+    with connection(url) as conn:
         receivers = {}
         for queue in manifest["queues"]:
             address = queue["address"]
@@ -325,42 +334,68 @@ def main(argv=None):
     import sys
     import tempfile
 
+    from cluster import Cluster
     from conftest import BrokerProcess
 
     parser = argparse.ArgumentParser(
-        description="Fill a fresh node of the ramqp-brokerd in $RAMQP_BROKERD, stop it "
-        "with SIGTERM, and leave its data directory and manifest in OUT/data and "
-        "OUT/manifest.json."
+        description="Fill a fresh node (or cluster) of the ramqp-brokerd in $RAMQP_BROKERD, "
+        "stop it with SIGTERM, and leave its data directories and manifest in OUT."
     )
     parser.add_argument("--release", required=True, help="the release's version, e.g. 0.1.0")
     parser.add_argument("--commit", required=True, help="the commit the release was cut from")
+    parser.add_argument("--nodes", type=int, choices=[1, 3], default=1)
     parser.add_argument("--out", required=True, type=Path, help="a directory to create")
     args = parser.parse_args(argv)
     assert os.environ.get("RAMQP_BROKERD"), "set RAMQP_BROKERD to the release's ramqp-brokerd"
 
     args.out.mkdir(parents=True)
-    data_dir = args.out / "data"
+    dirs = node_dirs(args.out, args.nodes)
     with tempfile.TemporaryDirectory(prefix="ramqp-fixture-") as work:
         config = Path(work) / "writer.toml"
         config.write_text(WRITER_CONFIG)
-        broker = BrokerProcess(WRITER_ARGS + ["--config", str(config)], data_dir=data_dir)
-        try:
-            manifest = write(broker, args.release, args.commit)
-            code = broker.stop()
-            assert code == 0, f"exit code {code} after SIGTERM\n{broker.stderr_tail()}"
-            assert not broker.panics(), broker.stderr_tail()
-        finally:
-            broker.cleanup()
-    files = data_dir_listing(data_dir)
+        flags = WRITER_ARGS + ["--config", str(config)]
+        if args.nodes == 1:
+            broker = BrokerProcess(flags, data_dir=dirs[1])
+            try:
+                queues = write(broker.url, many=60)
+                code = broker.stop()
+                assert code == 0, f"exit code {code} after SIGTERM\n{broker.stderr_tail()}"
+                assert not broker.panics(), broker.stderr_tail()
+            finally:
+                broker.cleanup()
+        else:
+            cluster = Cluster(args.nodes, extra_args=flags, data_dirs=dirs)
+            try:
+                cluster.wait_healthy()
+                # Through node 1: queues led elsewhere are forwarded.
+                queues = write(cluster.url(1), many=8)
+            finally:
+                failures = cluster.cleanup()
+            assert not failures, "\n\n".join(failures)
+
+    files = {node: data_dir_listing(path) for node, path in dirs.items()}
+    every = [name for listing in files.values() for name in listing]
     # What the fixture is meant to exercise is there.
-    assert any(name.endswith(".seg") for name in files), f"no segment file: {files}"
-    assert any(name.endswith("snapshot.bin") and name.startswith("quorum/") for name in files), (
+    assert any(name.endswith(".seg") for name in every), f"no segment file: {files}"
+    assert any(name.endswith("snapshot.bin") and name.startswith("quorum/") for name in every), (
         f"no quorum queue snapshot: {files}"
     )
-    assert "meta/snapshot.bin" in files, f"no metadata snapshot: {files}"
-    manifest["files"] = files
+    if args.nodes == 1:
+        assert "meta/snapshot.bin" in files[1], f"no metadata snapshot: {files}"
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "release": args.release,
+        "commit": args.commit,
+        "nodes": args.nodes,
+        "written_by": "scripts/make-data-dir-fixture.sh",
+        "brokerd_args": WRITER_ARGS + ["--config", "writer.toml"],
+        "writer_config": WRITER_CONFIG,
+        "queues": queues,
+        "files": files[1] if args.nodes == 1 else {f"node-{n}": f for n, f in files.items()},
+    }
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {args.out}: {len(files)} files, {sum(files.values())} bytes", file=sys.stderr)
+    total = sum(sum(listing.values()) for listing in files.values())
+    print(f"wrote {args.out}: {len(every)} files, {total} bytes", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,29 @@
 """A node of this commit reads the data directory a released ramqp-brokerd
 wrote (docs/versioning.md, "What is tested").
 
-Every `tests/fixtures/data-dir-<version>.tar.gz` (see release_data.py and
-scripts/make-data-dir-fixture.sh) is unpacked into a temporary directory
-and the broker under test ($RAMQP_BROKERD, the one scripts/test.sh just
-built) is started on it with default settings. Through Qpid Proton it
-must serve every message the release accepted and that was not settled,
-in order, with the same bodies, properties and delivery-counts, and
-nothing else (the settled ones stay gone); then take new publishes, on
-the old queues and on a new one, and keep them across a restart.
+Every `tests/fixtures/data-dir-<version>[-cluster3].tar.gz` (see
+release_data.py and scripts/make-data-dir-fixture.sh) is unpacked into a
+temporary directory and the broker under test ($RAMQP_BROKERD, the one
+scripts/test.sh just built) is started on it with default settings: one
+node, or three on new ports. Through Qpid Proton it must serve every
+message the release accepted and that was not settled, in order, with the
+same bodies, properties and delivery-counts, and nothing else (the
+settled ones stay gone); then take new publishes, on the old queues and
+on a new one, and keep them (one node: across a restart; the cluster:
+consumed through another node than the one they were published to).
 """
 
 import re
 
 import pytest
 
+from cluster import Cluster
 from helpers import connection
 from release_data import (
     REPO_ROOT,
     assert_no_more,
     check,
+    fixture_name,
     fixture_paths,
     fixture_version,
     make_message,
@@ -55,29 +59,21 @@ def test_every_release_has_a_fixture():
     )
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_version)
-def test_reads_the_data_dir_of_a_release(fixture, start_broker, tmp_path):
-    data_dir, manifest = unpack(fixture, tmp_path)
-    assert manifest["release"] == fixture_version(fixture)
-    broker = start_broker(data_dir=data_dir)
-
-    # Everything the release kept, in order, and nothing it had settled.
-    check(broker, manifest)
-
-    # New publishes: on every old queue and on a new one.
-    addresses = [queue["address"] for queue in manifest["queues"]] + ["/quorum/after-upgrade"]
+def publish_after(url, addresses):
+    """Three new messages on each address, all accepted; returns them."""
     new_messages = {
         address: [make_message("after-upgrade", i, f"after {address} {i}") for i in range(3)]
         for address in addresses
     }
-    with connection(broker.url) as conn:
+    with connection(url) as conn:
         for address, messages in new_messages.items():
             publish(conn, address, messages)
+    return new_messages
 
-    # They are kept across a restart of this version, and nothing else is.
-    assert broker.stop() == 0, broker.stderr_tail()
-    broker.restart()
-    with connection(broker.url) as conn:
+
+def consume_after(url, new_messages):
+    """Exactly the new messages, in order, on each address."""
+    with connection(url) as conn:
         receivers = {}
         for address, messages in new_messages.items():
             receivers[address] = conn.create_receiver(address, credit=10)
@@ -85,4 +81,36 @@ def test_reads_the_data_dir_of_a_release(fixture, start_broker, tmp_path):
         assert_no_more(receivers)
         for receiver in receivers.values():
             receiver.close()
-    assert not broker.panics(), broker.stderr_tail()
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=fixture_name)
+def test_reads_the_data_dir_of_a_release(fixture, start_broker, tmp_path):
+    data_dirs, manifest = unpack(fixture, tmp_path)
+    assert manifest["release"] == fixture_version(fixture)
+    # New publishes go to every old queue and to a new one.
+    addresses = [queue["address"] for queue in manifest["queues"]] + ["/quorum/after-upgrade"]
+
+    if len(data_dirs) == 1:
+        broker = start_broker(data_dir=data_dirs[1])
+        # Everything the release kept, in order, and nothing it had settled.
+        check(broker.url, manifest)
+        new_messages = publish_after(broker.url, addresses)
+        # Kept across a restart of this version.
+        assert broker.stop() == 0, broker.stderr_tail()
+        broker.restart()
+        consume_after(broker.url, new_messages)
+        assert not broker.panics(), broker.stderr_tail()
+        return
+
+    # A cluster, on other ports than it was written on (the peers' fabric
+    # addresses come from the flags; the metadata's old ones are not dialled).
+    cluster = Cluster(len(data_dirs), data_dirs=data_dirs)
+    try:
+        cluster.wait_healthy()
+        # Through node 2, forwarded to the queues it does not lead.
+        check(cluster.url(2), manifest)
+        new_messages = publish_after(cluster.url(1), addresses)
+        consume_after(cluster.url(3), new_messages)
+    finally:
+        failures = cluster.cleanup()
+    assert not failures, "\n\n".join(failures)
