@@ -101,10 +101,28 @@ pub async fn connect(url: &str, container_id: &str, timeout: Duration) -> Result
         let mut ws_url = parsed.clone();
         let _ = ws_url.set_username("");
         let _ = ws_url.set_password(None);
+        // tungstenite's defaults zero-fill a 128 KiB read buffer before
+        // every read and read a frame's header and payload with two
+        // reads; the broker avoids both (`broker/src/ws/upgrade.rs`), and
+        // so does the bench's client, unless RAMQP_BENCH_WS_DEFAULTS=1
+        // asks for tungstenite's defaults.
+        let defaults = std::env::var("RAMQP_BENCH_WS_DEFAULTS").is_ok_and(|v| v == "1");
+        let (config, capacity) = if defaults {
+            (None, 0)
+        } else {
+            let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                .read_buffer_size(4 * 1024);
+            (Some(config), 16 * 1024)
+        };
+        let stream = tokio::io::BufReader::with_capacity(capacity.max(1), stream);
         let ws = within(
             timeout,
             &format!("WebSocket upgrade to {ws_url}"),
-            fe2o3_amqp_ws::WebSocketStream::connect_with_stream(ws_url.as_str(), stream),
+            fe2o3_amqp_ws::WebSocketStream::connect_with_stream_and_config(
+                ws_url.as_str(),
+                stream,
+                config,
+            ),
         )
         .await?;
         within(

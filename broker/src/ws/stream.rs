@@ -102,14 +102,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsByteStream<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let start = buf.filled().len();
         loop {
             if !this.pending.is_empty() {
                 let n = this.pending.len().min(buf.remaining());
                 buf.put_slice(&this.pending[..n]);
                 this.pending.advance(n);
-                return Poll::Ready(Ok(()));
+                if buf.remaining() == 0 {
+                    return Poll::Ready(Ok(()));
+                }
+                // Room left: take the messages already received too, so
+                // the engine reads a burst of small frames in one go, as
+                // it would from a TCP socket, not one message per read.
+                continue;
             }
+            let filled = buf.filled().len() > start;
             if this.closing.is_some() {
+                if filled {
+                    // The bytes before the bad message first.
+                    return Poll::Ready(Ok(()));
+                }
                 let error = ready!(this.poll_close_with(cx));
                 this.closing = None;
                 return Poll::Ready(Err(error));
@@ -117,7 +129,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsByteStream<S> {
             if this.eof {
                 return Poll::Ready(Ok(()));
             }
-            match ready!(Pin::new(&mut this.ws).poll_next(cx)) {
+            let next = match Pin::new(&mut this.ws).poll_next(cx) {
+                // Nothing more received yet: hand over what we have (the
+                // waker stays registered; a wake-up then is harmless).
+                Poll::Pending if filled => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(next) => next,
+            };
+            match next {
                 Some(Ok(Message::Binary(bytes))) => this.pending = bytes,
                 Some(Ok(Message::Text(_))) => {
                     this.closing = Some(close(
@@ -134,6 +153,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for WsByteStream<S> {
                     this.closing = Some(close(CloseCode::Size, "message too large"));
                 }
                 Some(Err(WsError::ConnectionClosed | WsError::AlreadyClosed)) => this.eof = true,
+                Some(Err(error)) if filled => {
+                    // Report it on the next read, after these bytes.
+                    tracing::debug!(%error, "websocket read failed");
+                    this.eof = true;
+                    return Poll::Ready(Ok(()));
+                }
                 Some(Err(error)) => return Poll::Ready(Err(io_error(error))),
             }
         }
