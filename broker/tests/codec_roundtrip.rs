@@ -70,9 +70,20 @@ fn delivery_states() -> Vec<DeliveryState> {
             undeliverable_here: true,
             message_annotations: Some(vec![(sym("x-opt-reason"), Value::Symbol(sym("retry")))]),
         },
-        // transactional-state (0x34): kept raw.
+        DeliveryState::Declared {
+            txn_id: Bytes::from_static(b"txn1"),
+        },
+        DeliveryState::Transactional {
+            txn_id: Bytes::from_static(b"txn1"),
+            outcome: None,
+        },
+        DeliveryState::Transactional {
+            txn_id: Bytes::from_static(b"txn2"),
+            outcome: Some(Box::new(DeliveryState::Rejected { error: None })),
+        },
+        // A delivery state this codec does not know: kept raw.
         DeliveryState::Other(Value::Described(Box::new((
-            Descriptor::Code(0x34),
+            Descriptor::Code(0x99),
             Value::List(vec![Value::Binary(Bytes::from_static(b"txn1"))]),
         )))),
     ]

@@ -427,10 +427,9 @@ fn delivery_states_by_symbolic_descriptor_and_unknown_ones() {
     let declared = [0x00, 0x53, 0x33, 0xc0, 4, 1, 0xa0, 1, 7];
     assert_eq!(
         DeliveryState::decode(&mut Bytes::copy_from_slice(&declared)).unwrap(),
-        DeliveryState::Other(Value::Described(Box::new((
-            Descriptor::Code(0x33),
-            Value::List(vec![Value::Binary(Bytes::from_static(&[7]))])
-        ))))
+        DeliveryState::Declared {
+            txn_id: Bytes::from_static(&[7])
+        }
     );
     let rejected = list8(0x25, &[&list8(0x1d, &[&[0xa3, 1, b'c']])]);
     assert_eq!(
