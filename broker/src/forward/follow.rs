@@ -419,6 +419,8 @@ impl RoutedQueue {
 pub(super) async fn follow(queue: Weak<RoutedQueue>) {
     let mut gave_up = false;
     let mut cut_watch = CutWatch::default();
+    // When the last target was found; see `flapping` below.
+    let mut last_found: Option<Instant> = None;
     loop {
         let Some(q) = queue.upgrade() else {
             return;
@@ -432,7 +434,22 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 let cut = match q.locate().await {
                     Ok(found) => {
                         cut_watch.clear();
+                        // The target found last time was lost again at
+                        // once: two views of the leader disagree (an
+                        // isolated old leader still answering that it
+                        // leads, while this node's replica follows a new
+                        // one). Look again after a pause instead of
+                        // cycling locate / found / lost at full speed (it
+                        // spun at 100% of a core in forwarding_cut_off).
+                        let flapping = last_found.is_some_and(|t| t.elapsed() < SEARCH_PAUSE);
+                        if flapping {
+                            last_found = None;
+                            drop(q);
+                            tokio::time::sleep(SEARCH_PAUSE).await;
+                            continue;
+                        }
                         if q.found(found) {
+                            last_found = Some(Instant::now());
                             gave_up = false;
                             continue;
                         }
