@@ -101,36 +101,57 @@ pub async fn connect(url: &str, container_id: &str, timeout: Duration) -> Result
         let mut ws_url = parsed.clone();
         let _ = ws_url.set_username("");
         let _ = ws_url.set_password(None);
-        // tungstenite's defaults zero-fill a 128 KiB read buffer before
-        // every read and read a frame's header and payload with two
-        // reads; the broker avoids both (`broker/src/ws/upgrade.rs`), and
-        // so does the bench's client, unless RAMQP_BENCH_WS_DEFAULTS=1
-        // asks for tungstenite's defaults.
+        // The client's WebSocket layer: the broker's own RFC 6455 framing
+        // in client mode (`broker::ws`) unless RAMQP_BENCH_WS_CLIENT=
+        // tungstenite asks for fe2o3-amqp-ws (tungstenite) with a tuned
+        // read buffer, or RAMQP_BENCH_WS_DEFAULTS=1 for tungstenite's
+        // defaults (a 128 KiB read buffer zero-filled before every read,
+        // a frame's header and payload read with two reads). The client's
+        // framing costs as much CPU as the broker's on a shared machine,
+        // so it shows in the throughput the bench measures.
         let defaults = std::env::var("RAMQP_BENCH_WS_DEFAULTS").is_ok_and(|v| v == "1");
-        let (config, capacity) = if defaults {
-            (None, 0)
+        let tungstenite =
+            defaults || std::env::var("RAMQP_BENCH_WS_CLIENT").is_ok_and(|v| v == "tungstenite");
+        if !tungstenite {
+            let authority = format!("{host}:{port}");
+            let ws = within(
+                timeout,
+                &format!("WebSocket upgrade to {ws_url}"),
+                broker::ws::connect(stream, &authority, ws_url.path(), 1 << 30),
+            )
+            .await?;
+            within(
+                timeout,
+                &format!("AMQP open to {url}"),
+                builder.open_with_stream(ws),
+            )
+            .await?
         } else {
-            let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-                .read_buffer_size(4 * 1024);
-            (Some(config), 16 * 1024)
-        };
-        let stream = tokio::io::BufReader::with_capacity(capacity.max(1), stream);
-        let ws = within(
-            timeout,
-            &format!("WebSocket upgrade to {ws_url}"),
-            fe2o3_amqp_ws::WebSocketStream::connect_with_stream_and_config(
-                ws_url.as_str(),
-                stream,
-                config,
-            ),
-        )
-        .await?;
-        within(
-            timeout,
-            &format!("AMQP open to {url}"),
-            builder.open_with_stream(ws),
-        )
-        .await?
+            let (config, capacity) = if defaults {
+                (None, 0)
+            } else {
+                let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+                    .read_buffer_size(4 * 1024);
+                (Some(config), 16 * 1024)
+            };
+            let stream = tokio::io::BufReader::with_capacity(capacity.max(1), stream);
+            let ws = within(
+                timeout,
+                &format!("WebSocket upgrade to {ws_url}"),
+                fe2o3_amqp_ws::WebSocketStream::connect_with_stream_and_config(
+                    ws_url.as_str(),
+                    stream,
+                    config,
+                ),
+            )
+            .await?;
+            within(
+                timeout,
+                &format!("AMQP open to {url}"),
+                builder.open_with_stream(ws),
+            )
+            .await?
+        }
     } else {
         within(
             timeout,

@@ -32,7 +32,7 @@ mod engine;
 mod forward;
 mod lock_order;
 mod node;
-mod ws;
+pub mod ws;
 
 pub use config::BrokerConfig;
 #[cfg(feature = "test-cluster")]

@@ -90,6 +90,26 @@ where
     step("close", connection.close()).await.unwrap();
 }
 
+/// The client side of the broker's own framing (`ramqpd_broker::ws::connect`,
+/// the bench's WebSocket client) carries fe2o3's AMQP to the broker: the
+/// same exchange as above, on a quorum and a transient queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_crates_own_websocket_client_talks_to_the_broker() {
+    trace_from_env();
+    let broker = start_with(with_websocket).await;
+    let addr = ws_addr(&broker);
+    for address in ["/queues/ws-own", "/quorum/ws-own"] {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let ws = step(
+            "own ws connect",
+            ramqpd_broker::ws::connect(tcp, &addr.to_string(), "/", 1 << 20),
+        )
+        .await
+        .expect("the upgrade succeeds");
+        exchange_over(ws, SaslProfile::Anonymous, address, 50).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fe2o3_over_websocket_uses_transient_and_quorum_queues() {
     trace_from_env();

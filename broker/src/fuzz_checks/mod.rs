@@ -45,7 +45,14 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("forward_protocol", forward_protocol),
     ("admin_rpc", admin_rpc),
     ("store_record", store_record),
+    ("ws_frames", ws_frames),
 ];
+
+/// RFC 6455 frames a WebSocket peer sends (`ws/frame.rs`): the first byte
+/// picks the role and message limit, the second the chunking.
+pub fn ws_frames(data: &[u8]) {
+    crate::ws::fuzz_check(data);
+}
 
 /// A quorum queue's snapshot file (`quorum/snapshot_file.rs`); bit 0 of
 /// the first byte appends a right CRC to the rest.

@@ -75,6 +75,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut seeds = crate::quorum::fuzz_checks::seeds();
     seeds.extend(crate::meta::fuzz_checks::seeds());
     seeds.extend(crate::forward::fuzz_checks::seeds());
+    seeds.extend(crate::ws::fuzz_seeds());
     let vote = Vote::new_committed(2, 1);
     let snapshot_meta = SnapshotMeta {
         last_log_id: Some(log_id(2, 7)),

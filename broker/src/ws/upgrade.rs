@@ -7,15 +7,9 @@
 //! [`MAX_REQUEST_HEAD_BYTES`]. A good one gets 101 with the accept key and
 //! `Sec-WebSocket-Protocol: amqp`, and the stream becomes a WebSocket.
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_tungstenite::WebSocketStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::{WsByteStream, MAX_REQUEST_HEAD_BYTES, SUBPROTOCOL};
-
-/// Most bytes one socket read under a WebSocket takes.
-const WS_SOCKET_READ_BYTES: usize = 16 * 1024;
+use super::{accept_key, WsByteStream, MAX_REQUEST_HEAD_BYTES, SUBPROTOCOL};
 
 /// Why a connection was not upgraded.
 #[derive(Debug, thiserror::Error)]
@@ -126,7 +120,7 @@ fn check(request: &httparse::Request<'_, '_>) -> Result<String, Refusal> {
             "the amqp subprotocol is required (Sec-WebSocket-Protocol: amqp)",
         ));
     }
-    Ok(derive_accept_key(key.as_bytes()))
+    Ok(accept_key(key.as_bytes()))
 }
 
 /// Read the request head (bounded), answer it, and hand back the
@@ -136,7 +130,7 @@ fn check(request: &httparse::Request<'_, '_>) -> Result<String, Refusal> {
 pub(crate) async fn upgrade<S>(
     mut stream: S,
     max_message_bytes: usize,
-) -> Result<WsByteStream<BufReader<S>>, UpgradeError>
+) -> Result<WsByteStream<S>, UpgradeError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -197,20 +191,10 @@ where
     );
     stream.write_all(response.as_bytes()).await?;
     stream.flush().await?;
-    // tungstenite zero-fills up to `read_buffer_size` (128 KiB by default)
-    // of its buffer before every read: 90% of the broker's instructions
-    // per message over WebSocket (callgrind, docs/benchmarks.md). And
-    // after each frame its buffer's capacity is only the next header's, so
-    // it reads a frame's header and its payload with two reads. A buffered
-    // reader under it turns those into one socket read per burst, and
-    // tungstenite's own reads into copies of at most 4 KiB.
-    let config = WebSocketConfig::default()
-        .read_buffer_size(4 * 1024)
-        .max_message_size(Some(max_message_bytes))
-        .max_frame_size(Some(max_message_bytes));
     // A client may pipeline its first WebSocket frames behind the request.
-    let rest = buf.split_off(head_len);
-    let stream = BufReader::with_capacity(WS_SOCKET_READ_BYTES, stream);
-    let ws = WebSocketStream::from_partially_read(stream, rest, Role::Server, Some(config)).await;
-    Ok(WsByteStream::new(ws))
+    Ok(WsByteStream::server(
+        stream,
+        &buf[head_len..],
+        max_message_bytes,
+    ))
 }
