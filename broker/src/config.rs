@@ -63,6 +63,16 @@ impl Default for BrokerConfig {
 pub struct Limits {
     /// Largest frame we accept, announced as max-frame-size in `open`.
     pub max_frame_size_bytes: u32,
+    /// Largest frame we accept before the peer's `open` (SASL frames and
+    /// the `open` itself): a peer that has not logged in cannot make us
+    /// buffer more. At least 512 (the spec's minimum max-frame-size); a
+    /// larger `max_frame_size_bytes` does not raise it, a smaller one
+    /// lowers it.
+    pub max_frame_size_before_open_bytes: u32,
+    /// Most connections served at once from one source IP address,
+    /// counted from accept, before TLS and login; further ones are
+    /// dropped at once. 0: no limit.
+    pub max_connections_per_address: usize,
     /// Highest channel number we accept (channel-max in `open`).
     pub channel_max: u16,
     /// Highest link handle we accept per session (handle-max in `begin`).
@@ -102,10 +112,21 @@ pub struct Limits {
     pub txn_max_bytes: u64,
 }
 
+impl Limits {
+    /// The frame limit before `open`: the pre-open limit, never above
+    /// the connection's own.
+    pub fn frame_max_before_open(&self) -> u32 {
+        self.max_frame_size_before_open_bytes
+            .min(self.max_frame_size_bytes)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_frame_size_bytes: 256 * 1024,
+            max_frame_size_before_open_bytes: 8 * 1024,
+            max_connections_per_address: 1000,
             channel_max: 255,
             handle_max: 1023,
             idle_timeout_ms: 60_000,

@@ -195,6 +195,18 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_MAX_FRAME_SIZE", value_name = "BYTES")]
     pub max_frame_size: Option<u32>,
 
+    /// Largest frame accepted before a peer's `open` (SASL frames and the
+    /// `open` itself), at least 512; never above --max-frame-size
+    /// [default: 8192].
+    #[arg(long, env = "RAMQP_MAX_FRAME_SIZE_BEFORE_OPEN", value_name = "BYTES")]
+    pub max_frame_size_before_open: Option<u32>,
+
+    /// Most connections at once from one source IP address, counted from
+    /// accept (before TLS and login); further ones are dropped at once.
+    /// 0: no limit [default: 1000].
+    #[arg(long, env = "RAMQP_MAX_CONNECTIONS_PER_ADDRESS", value_name = "N")]
+    pub max_connections_per_address: Option<usize>,
+
     /// Idle time-out announced to peers; a peer silent this long is closed.
     /// 0 disables it [default: 60000].
     #[arg(long, env = "RAMQP_IDLE_TIMEOUT_MS", value_name = "MS")]
@@ -405,6 +417,10 @@ mod tests {
             "RAMQP_NO_AUTO_CREATE",
             "--max-frame-size",
             "RAMQP_MAX_FRAME_SIZE",
+            "--max-frame-size-before-open",
+            "RAMQP_MAX_FRAME_SIZE_BEFORE_OPEN",
+            "--max-connections-per-address",
+            "RAMQP_MAX_CONNECTIONS_PER_ADDRESS",
             "--idle-timeout-ms",
             "RAMQP_IDLE_TIMEOUT_MS",
             "--node-id",

@@ -205,6 +205,12 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(bytes) = cli.max_frame_size {
         broker.limits.max_frame_size_bytes = bytes;
     }
+    if let Some(bytes) = cli.max_frame_size_before_open {
+        broker.limits.max_frame_size_before_open_bytes = bytes;
+    }
+    if let Some(n) = cli.max_connections_per_address {
+        broker.limits.max_connections_per_address = n;
+    }
     if let Some(ms) = cli.idle_timeout_ms {
         broker.limits.idle_timeout_ms = ms;
     }

@@ -19,6 +19,8 @@ const OUR_VARS: &[&str] = &[
     "RAMQP_NO_ANONYMOUS",
     "RAMQP_NO_AUTO_CREATE",
     "RAMQP_MAX_FRAME_SIZE",
+    "RAMQP_MAX_FRAME_SIZE_BEFORE_OPEN",
+    "RAMQP_MAX_CONNECTIONS_PER_ADDRESS",
     "RAMQP_IDLE_TIMEOUT_MS",
     "RAMQP_NODE_ID",
     "RAMQP_FABRIC_LISTEN",
@@ -69,6 +71,8 @@ format = "json"
 [limits]
 max_frame_size_bytes = 65536
 idle_timeout_ms = 30000
+max_frame_size_before_open_bytes = 2048
+max_connections_per_address = 50
 
 [sasl]
 allow_anonymous = true
@@ -98,6 +102,8 @@ fn file_values_are_read() {
     assert_eq!(broker.container_id.as_deref(), Some("node-a"));
     assert_eq!(broker.limits.max_frame_size_bytes, 65536);
     assert_eq!(broker.limits.idle_timeout_ms, 30000);
+    assert_eq!(broker.limits.max_frame_size_before_open_bytes, 2048);
+    assert_eq!(broker.limits.max_connections_per_address, 50);
     assert_eq!(broker.sasl.users.len(), 2);
     assert_eq!(broker.queues.declare, vec!["orders".to_owned()]);
     assert_eq!(
@@ -186,9 +192,15 @@ fn flags_override_file() {
         "4096",
         "--idle-timeout-ms",
         "1000",
+        "--max-frame-size-before-open",
+        "1024",
+        "--max-connections-per-address",
+        "7",
     ]);
     let settings = apply_cli(file, &cli);
     let broker = &settings.broker;
+    assert_eq!(broker.limits.max_frame_size_before_open_bytes, 1024);
+    assert_eq!(broker.limits.max_connections_per_address, 7);
     assert_eq!(broker.listen, "127.0.0.1:0".parse().unwrap());
     assert_eq!(broker.data_dir, Some(PathBuf::from("/tmp/x")));
     assert_eq!(broker.limits.max_frame_size_bytes, 4096);
@@ -240,12 +252,16 @@ fn env_overrides_file_and_flag_overrides_env() {
         ("RAMQP_NO_AUTO_CREATE", "1"),
         ("RAMQP_MAX_FRAME_SIZE", "8192"),
         ("RAMQP_IDLE_TIMEOUT_MS", "2000"),
+        ("RAMQP_MAX_FRAME_SIZE_BEFORE_OPEN", "600"),
+        ("RAMQP_MAX_CONNECTIONS_PER_ADDRESS", "0"),
     ];
     let file = parse_file(FILE).unwrap();
 
     // Environment alone beats the file.
     let settings = apply_cli(file.clone(), &parse_with_env(&[], &env).unwrap());
     let broker = &settings.broker;
+    assert_eq!(broker.limits.max_frame_size_before_open_bytes, 600);
+    assert_eq!(broker.limits.max_connections_per_address, 0);
     assert_eq!(broker.listen, "127.0.0.1:7000".parse().unwrap());
     assert_eq!(broker.data_dir, Some(PathBuf::from("/env/dir")));
     assert_eq!(broker.limits.max_frame_size_bytes, 8192);

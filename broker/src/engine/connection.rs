@@ -21,7 +21,7 @@ use super::transport::{ByteStream, Transport};
 use super::ConnectionContext;
 use crate::codec::definitions::condition;
 use crate::codec::frame::{decode_frame, MIN_MAX_FRAME_SIZE};
-use crate::codec::{Close, Error, FrameBody, Open, Performative, Symbol};
+use crate::codec::{Close, CodecError, Error, FrameBody, Open, Performative, Symbol};
 use crate::queue::Sink;
 
 /// Queue events handled before output is flushed again.
@@ -79,6 +79,7 @@ impl Connection {
         let peer = SaslPeer {
             addr: self.peer,
             client_name: self.client_name.as_deref(),
+            frame_max: limits.frame_max_before_open(),
         };
         let login = match tokio::time::timeout_at(
             deadline,
@@ -129,11 +130,21 @@ impl Connection {
         }
     }
 
-    /// Read frames until the peer's `open`.
+    /// Read frames until the peer's `open`. Until it is in, frames are
+    /// bounded by the small pre-open limit (transport 2.4.1 lets a peer
+    /// assume only 512 bytes before the open exchange), so a peer that
+    /// never opens cannot make us buffer a large frame.
     async fn read_open(&mut self) -> Result<Box<Open>, ConnectionError> {
-        let max = self.context.limits.max_frame_size_bytes;
+        let max = self.context.limits.frame_max_before_open();
         loop {
-            match decode_frame(&mut self.buf, max)? {
+            let decoded = decode_frame(&mut self.buf, max).map_err(|error| match error {
+                CodecError::FrameTooLarge { size, max } => ConnectionError::protocol(
+                    condition::FRAMING_ERROR,
+                    format!("a frame of {size} bytes before open (at most {max} until open)"),
+                ),
+                other => other.into(),
+            });
+            match decoded? {
                 Some(frame) => match frame.body {
                     FrameBody::Amqp {
                         performative: Performative::Open(open),

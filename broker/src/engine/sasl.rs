@@ -18,9 +18,6 @@ use crate::auth::{scram, Authenticator, Permissions, ScramServer};
 use crate::codec::frame::decode_frame;
 use crate::codec::{FrameBody, SaslCode, SaslFrame, SaslMechanisms, SaslOutcome, Symbol};
 
-/// Largest SASL frame we read; SASL frames are tiny.
-const SASL_FRAME_MAX_BYTES: u32 = 64 * 1024;
-
 const ANONYMOUS: &str = "ANONYMOUS";
 const PLAIN: &str = "PLAIN";
 const SCRAM_SHA_256: &str = "SCRAM-SHA-256";
@@ -31,6 +28,9 @@ pub(crate) struct SaslPeer<'a> {
     pub(crate) addr: SocketAddr,
     /// The verified client certificate's CN, for EXTERNAL.
     pub(crate) client_name: Option<&'a str>,
+    /// Largest SASL frame read from a peer that has not logged in
+    /// (`limits.max_frame_size_before_open_bytes`).
+    pub(crate) frame_max: u32,
 }
 
 /// A successful login.
@@ -61,9 +61,10 @@ impl Login {
 async fn read_sasl_frame(
     stream: &mut dyn ByteStream,
     buf: &mut BytesMut,
+    frame_max: u32,
 ) -> Result<SaslFrame, HandshakeError> {
     loop {
-        match decode_frame(buf, SASL_FRAME_MAX_BYTES) {
+        match decode_frame(buf, frame_max) {
             Ok(Some(frame)) => match frame.body {
                 FrameBody::Sasl(sasl) => return Ok(sasl),
                 _ => return Err(HandshakeError::Sasl("expected a SASL frame".into())),
@@ -84,10 +85,11 @@ async fn challenge(
     buf: &mut BytesMut,
     out: &mut Outbox,
     challenge: Bytes,
+    frame_max: u32,
 ) -> Result<Bytes, HandshakeError> {
     out.sasl(&SaslFrame::Challenge(challenge));
     out.flush(stream).await?;
-    match read_sasl_frame(stream, buf).await? {
+    match read_sasl_frame(stream, buf, frame_max).await? {
         SaslFrame::Response(response) => Ok(response),
         _ => Err(HandshakeError::Sasl("expected sasl-response".into())),
     }
@@ -119,6 +121,7 @@ async fn scram_exchange(
     out: &mut Outbox,
     auth: &Authenticator,
     client_first: Bytes,
+    frame_max: u32,
 ) -> Result<(Login, Bytes), HandshakeError> {
     let (server, server_first) = ScramServer::start(
         &client_first,
@@ -127,7 +130,7 @@ async fn scram_exchange(
     )
     .map_err(|e| HandshakeError::Sasl(e.to_string()))?;
     let user = server.username().to_owned();
-    let client_final = challenge(stream, buf, out, Bytes::from(server_first)).await?;
+    let client_final = challenge(stream, buf, out, Bytes::from(server_first), frame_max).await?;
     let server_final = server
         .finish(&client_final)
         .map_err(|_| HandshakeError::AuthFailed(user.clone()))?;
@@ -160,7 +163,7 @@ pub(crate) async fn exchange(
     out.sasl(&SaslFrame::Mechanisms(SaslMechanisms { mechanisms }));
     out.flush(stream).await?;
 
-    let SaslFrame::Init(init) = read_sasl_frame(stream, buf).await? else {
+    let SaslFrame::Init(init) = read_sasl_frame(stream, buf, peer.frame_max).await? else {
         return Err(HandshakeError::Sasl("expected sasl-init".into()));
     };
     let result = match init.mechanism.as_str() {
@@ -169,12 +172,12 @@ pub(crate) async fn exchange(
             let response = match init.initial_response {
                 Some(r) => Ok(r),
                 // PLAIN without an initial response: ask for it.
-                None => challenge(stream, buf, out, Bytes::new()).await,
+                None => challenge(stream, buf, out, Bytes::new(), peer.frame_max).await,
             };
             response.and_then(|r| check_plain(auth, &r).map(|login| (login, None)))
         }
         SCRAM_SHA_256 if auth.has_credentials() => match init.initial_response {
-            Some(first) => scram_exchange(stream, buf, out, auth, first)
+            Some(first) => scram_exchange(stream, buf, out, auth, first, peer.frame_max)
                 .await
                 .map(|(login, last)| (login, Some(last))),
             None => Err(HandshakeError::Sasl(

@@ -1,6 +1,8 @@
 //! The accept loop: one task per AMQP connection on the plain, the TLS and
 //! the WebSocket listener, bounded by the connection limit (a connection
-//! past it is still served a clean close), until the broker shuts down;
+//! past it is still served a clean close) and the limit per source
+//! address (a connection past that is dropped at once), until the broker
+//! shuts down;
 //! then a grace period for the connections to close. Each connection task
 //! first sets up its transport (`crate::tls::negotiate`, or TLS when
 //! configured and then the WebSocket upgrade of `crate::ws`, under the
@@ -15,6 +17,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::address_slots::AddressSlots;
 use crate::engine::{self, ByteStream, ConnectionContext, Transport};
 use crate::tls::{negotiate, Negotiated, TlsServer};
 use crate::ws;
@@ -65,6 +68,7 @@ pub(crate) async fn accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(context.limits.max_connections));
+    let per_address = AddressSlots::new(context.limits.max_connections_per_address);
     let setup = Arc::new(Setup {
         tls: listeners.tls.clone(),
         ws_max_message_bytes: listeners.ws_max_message_bytes,
@@ -80,12 +84,20 @@ pub(crate) async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(address_slot) = per_address.take(peer.ip()) else {
+                    // Dropped before any TLS or protocol work: the limit
+                    // is there for peers that open connections in bulk.
+                    tracing::debug!(%peer, "connection limit of its address reached: dropped");
+                    drop(stream);
+                    continue;
+                };
                 let permit = slots.clone().try_acquire_owned().ok();
                 let context = context.clone();
                 let shutdown = shutdown.clone();
                 let setup = setup.clone();
                 connections.spawn(async move {
                     serve(stream, peer, port, setup, context, permit, shutdown).await;
+                    drop(address_slot);
                 });
             }
             Err(error) => {

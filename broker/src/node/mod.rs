@@ -19,6 +19,7 @@
 //!   `test-cluster`).
 
 mod accept;
+mod address_slots;
 mod broker;
 #[cfg(feature = "test-cluster")]
 mod cluster;

@@ -57,6 +57,12 @@ pub(crate) fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
             crate::codec::frame::MIN_MAX_FRAME_SIZE
         )));
     }
+    if limits.max_frame_size_before_open_bytes < crate::codec::frame::MIN_MAX_FRAME_SIZE {
+        return Err(BrokerError::Config(format!(
+            "limits.max_frame_size_before_open_bytes must be at least {}",
+            crate::codec::frame::MIN_MAX_FRAME_SIZE
+        )));
+    }
     if config.websocket.max_message_bytes < limits.max_frame_size_bytes as usize {
         return Err(BrokerError::Config(format!(
             "websocket.max_message_bytes must hold a whole frame of limits.max_frame_size_bytes ({})",
