@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what the test command needs beyond the
-# Rust toolchain: python3-qpid-proton and python3-pytest (the interop and
-# nemesis suites), strace, e2fsprogs and mount (the disk-fault tests),
+# Rust toolchain: python3-qpid-proton, python3-pytest and python3-yaml (the
+# interop and nemesis suites), strace, e2fsprogs and mount (the disk-fault tests),
 # iproute2, nftables and faketime (the nemesis's partitions and clocks).
 # Does nothing when all are there. Needs root or sudo to install; without
 # them it says what to install and fails if the Python packages are
@@ -30,6 +30,9 @@ required=()
 if ! /usr/bin/python3 -c 'import proton, pytest' 2>/dev/null; then
     required+=(python3-qpid-proton python3-pytest)
 fi
+# The deploy-asset checks (tests/interop/test_deploy_assets.py) parse the
+# compose and Kubernetes YAML.
+/usr/bin/python3 -c 'import yaml' 2>/dev/null || required+=(python3-yaml)
 # The TLS tests (tests/interop/test_tls.py) make their certificates with
 # the openssl command.
 command -v openssl >/dev/null 2>&1 || required+=(openssl)
@@ -44,7 +47,7 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || fault_tools+=(nftabl
 [[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]] || fault_tools+=(faketime)
 packages=("${required[@]}" "${fault_tools[@]}")
 if [[ ${#packages[@]} -eq 0 ]]; then
-    echo "==> python3-qpid-proton, python3-pytest, openssl, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
+    echo "==> python3-qpid-proton, python3-pytest, python3-yaml, openssl, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
 elif [[ ${#required[@]} -eq 0 ]] && [[ "$(id -u)" -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
     # Only the fault tests' tools are missing and they could not run here
     # anyway (they need root): they skip and say so.
