@@ -312,7 +312,7 @@ pub struct QuorumConfig {
     /// ... or while the data dir holds more than this (0: no limit).
     pub max_data_bytes: u64,
     /// ... or while the process's resident memory is above this (0: no
-    /// limit).
+    /// limit); this one holds back publishers to transient queues too.
     pub memory_high_watermark_bytes: u64,
 }
 

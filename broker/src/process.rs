@@ -1,5 +1,5 @@
 //! What this process costs the machine, read from /proc: its resident
-//! memory. Used by the memory alarm (`quorum/resource_alarm.rs`) and by the
+//! memory. Used by the memory alarm (`queue/resource_alarm.rs`) and by the
 //! daemon's heap trimming; it knows nothing of queues.
 
 /// The process's resident set in bytes, from /proc (Linux); `None` where

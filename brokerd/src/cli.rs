@@ -246,8 +246,9 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_MAX_DATA_BYTES", value_name = "BYTES")]
     pub max_data_bytes: Option<u64>,
 
-    /// ... or while the process's resident memory is above this; 0: no
-    /// limit (`[quorum] memory_high_watermark_bytes`) [default: 0].
+    /// ... or while the process's resident memory is above this, and then
+    /// publishers to transient queues too; 0: no limit
+    /// (`[quorum] memory_high_watermark_bytes`) [default: 0].
     #[arg(long, env = "RAMQP_MEMORY_HIGH_WATERMARK", value_name = "BYTES")]
     pub memory_high_watermark: Option<u64>,
 

@@ -93,11 +93,10 @@ impl Registry {
             .entry(address.clone())
             .or_insert_with(|| {
                 tracing::info!(queue = %address, "queue created");
-                Arc::new(TransientQueue::new(
-                    address,
-                    self.config.max_messages,
-                    self.config.max_bytes,
-                ))
+                Arc::new(
+                    TransientQueue::new(address, self.config.max_messages, self.config.max_bytes)
+                        .with_alarm(self.quorum.alarm()),
+                )
             })
             .clone()
     }

@@ -11,8 +11,11 @@ mod address;
 mod directory;
 pub(crate) mod dispatch;
 mod message;
+mod resource_alarm;
 mod sink;
 mod transient;
+
+pub(crate) use resource_alarm::{spawn_watcher, ResourceAlarm, ResourceLimits};
 
 pub use address::{AddressError, QueueAddress, QueueKind, QUEUE_NAME_MAX_BYTES};
 pub use directory::{LookupError, PrepareFuture, QueueDirectory, DYNAMIC_PREFIX};

@@ -276,3 +276,26 @@ fn delete_closes_consumers_and_refuses_what_follows() {
     let stats = q.stats();
     assert_eq!((stats.ready, stats.unsettled, stats.consumers), (0, 0, 0));
 }
+
+#[test]
+fn the_memory_alarm_holds_publishers_back_and_its_clearing_wakes_them() {
+    use super::resource_alarm::AlarmState;
+    let alarm = std::sync::Arc::new(ResourceAlarm::default());
+    let q = queue(10).with_alarm(alarm.clone());
+    let (sink, mut rx) = Sink::channel();
+    // A disk limit alone does not concern an in-memory queue.
+    alarm.set(AlarmState::disk("disk short"));
+    assert!(q.has_capacity(&sink, 4));
+    alarm.set(AlarmState::memory("memory high"));
+    assert!(!q.has_capacity(&sink, 4), "no credit while memory is high");
+    assert!(events(&mut rx).is_empty());
+    alarm.set(AlarmState::disk("disk short"));
+    let woken = events(&mut rx);
+    assert!(
+        woken
+            .iter()
+            .any(|e| e.tag == 4 && matches!(e.kind, QueueEventKind::Capacity)),
+        "{woken:?}"
+    );
+    assert!(q.has_capacity(&sink, 4));
+}

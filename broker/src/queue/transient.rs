@@ -6,11 +6,12 @@
 //! consumer's [`Sink`] while the lock is held (an unbounded send never
 //! blocks), which keeps FIFO order per consumer.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::address::QueueAddress;
 use super::dispatch::{Dispatcher, Entry, Settled};
 use super::message::{Message, MessageId};
+use super::resource_alarm::ResourceAlarm;
 use super::sink::{QueueEventKind, Sink};
 use crate::codec::definitions::condition::RESOURCE_DELETED;
 
@@ -36,6 +37,9 @@ pub struct TransientQueue {
     address: QueueAddress,
     max_messages: usize,
     max_bytes: u64,
+    /// The node's resource alarm: no publisher credit while its memory
+    /// part is raised.
+    alarm: Option<Arc<ResourceAlarm>>,
     state: Mutex<State>,
 }
 
@@ -47,8 +51,15 @@ impl TransientQueue {
             address,
             max_messages,
             max_bytes,
+            alarm: None,
             state: Mutex::new(State::default()),
         }
+    }
+
+    /// Hold publishers back while the node's memory alarm is raised.
+    pub(crate) fn with_alarm(mut self, alarm: Arc<ResourceAlarm>) -> Self {
+        self.alarm = Some(alarm);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -134,6 +145,13 @@ impl Queue for TransientQueue {
     }
 
     fn has_capacity(&self, sink: &Sink, tag: u64) -> bool {
+        if let Some(alarm) = self.alarm.as_ref().filter(|a| a.is_memory_raised()) {
+            alarm.wait(sink, tag);
+            // Re-check: it may have cleared before the wait was recorded.
+            if alarm.is_memory_raised() {
+                return false;
+            }
+        }
         let mut state = self.lock();
         if !self.full(&state) || state.deleted {
             // A deleted queue lets the publisher send, to be refused.

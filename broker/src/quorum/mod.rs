@@ -33,7 +33,6 @@ mod publish_gate;
 mod queue;
 mod removal;
 mod replica_files;
-mod resource_alarm;
 mod settle_batcher;
 mod snapshot_data;
 mod snapshot_file;

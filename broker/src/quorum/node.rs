@@ -18,14 +18,13 @@ use tokio::sync::OnceCell;
 use super::budget::NodeBudget;
 use super::cluster_view::{PeerRequests, ReplicaSets};
 use super::queue::QuorumQueue;
-use super::resource_alarm::{self, ResourceAlarm, ResourceLimits};
 use super::state_machine::{BodyLimits, QueueStateMachine, Shared};
 use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
 use crate::net::NodeId;
 use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::paging::StoreOptions;
-use crate::queue::{Queue, QueueAddress, QueueKind};
+use crate::queue::{self as queues, Queue, QueueAddress, QueueKind, ResourceAlarm, ResourceLimits};
 use crate::raft::network::GroupNetwork;
 use crate::raft::{group_id, open_log_store, GroupId, PurgeGatedLog, RpcKind};
 
@@ -170,7 +169,7 @@ impl QuorumNode {
             resident_budget: Arc::new(NodeBudget::new(config_budget)),
             alarm: Arc::new(ResourceAlarm::default()),
         });
-        resource_alarm::spawn_watcher(
+        queues::spawn_watcher(
             &node.alarm,
             data_dir.to_path_buf(),
             ResourceLimits::from_config(&node.config),
@@ -386,6 +385,12 @@ impl QuorumNode {
     /// memory short), if they are.
     pub fn resource_alarm(&self) -> Option<String> {
         self.alarm.reason()
+    }
+
+    /// The node's resource alarm, for the transient queues (its memory
+    /// part holds their publishers back too).
+    pub(crate) fn alarm(&self) -> Arc<ResourceAlarm> {
+        self.alarm.clone()
     }
 
     /// Bytes of message bodies the node's quorum queues keep in memory.

@@ -15,12 +15,12 @@ use super::leader_contact::LeaderContact;
 use super::leadership_watch::{leadership, leads_without_quorum, set_leading, watch_leadership};
 use super::proposer::{propose_in_order, Proposal};
 use super::publish_gate::PublishGate;
-use super::resource_alarm::ResourceAlarm;
 use super::settle_batcher::{replicate_settlements, SettleMsg};
 use super::state_machine::Shared;
 use super::types::{QueueRaftHandle, SettleKind};
 use crate::net::NodeId;
 use crate::queue::dispatch::Settled;
+use crate::queue::ResourceAlarm;
 use crate::queue::{
     ConsumerId, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress,
     QueueError, QueueStats, Sink, TxnPart,

@@ -3,8 +3,10 @@
 //! `max_data_bytes`, or the process's resident memory is above
 //! `memory_high_watermark_bytes`. While it is raised, quorum queues on this
 //! node grant publishers no new credit (`QuorumQueue::has_capacity`), so
-//! publishing stops without a refusal or a false `accepted`; when it
-//! clears, every publisher that waited is told there is room again.
+//! publishing stops without a refusal or a false `accepted`; while the
+//! memory part is raised, transient queues do the same (they hold their
+//! messages in memory; the disk does not limit them). When a part clears,
+//! every publisher that waited is told to look again.
 //!
 //! Consumers are never held back: draining is what frees the resources.
 //! It must not know about queues beyond the sinks it wakes.
@@ -24,14 +26,58 @@ const CHECK_EVERY: Duration = Duration::from_millis(500);
 /// Whether publishing is held back, and who waits for it to end.
 #[derive(Debug, Default)]
 pub(crate) struct ResourceAlarm {
+    /// Any limit is exceeded.
     raised: AtomicBool,
+    /// The memory limit is exceeded.
+    memory: AtomicBool,
     reason: Mutex<Option<String>>,
     waiters: Mutex<Vec<(Sink, u64)>>,
 }
 
+/// What one check found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AlarmState {
+    /// Why publishing is held back (every exceeded limit), if it is.
+    pub(crate) reason: Option<String>,
+    /// Whether resident memory is above its limit.
+    pub(crate) memory: bool,
+}
+
+impl AlarmState {
+    /// Nothing exceeded.
+    #[cfg(test)]
+    pub(crate) fn clear() -> AlarmState {
+        AlarmState::default()
+    }
+
+    /// A disk limit exceeded (memory fine).
+    #[cfg(test)]
+    pub(crate) fn disk(reason: &str) -> AlarmState {
+        AlarmState {
+            reason: Some(reason.to_owned()),
+            memory: false,
+        }
+    }
+
+    /// The memory limit exceeded.
+    #[cfg(test)]
+    pub(crate) fn memory(reason: &str) -> AlarmState {
+        AlarmState {
+            reason: Some(reason.to_owned()),
+            memory: true,
+        }
+    }
+}
+
 impl ResourceAlarm {
+    /// Whether any limit is exceeded: quorum publishers wait.
     pub(crate) fn is_raised(&self) -> bool {
         self.raised.load(Ordering::Acquire)
+    }
+
+    /// Whether the memory limit is exceeded: every publisher waits.
+    pub(crate) fn is_memory_raised(&self) -> bool {
+        self.memory.load(Ordering::Acquire)
     }
 
     /// Why it is raised.
@@ -53,24 +99,28 @@ impl ResourceAlarm {
         }
     }
 
-    /// Raise (with a reason) or clear the alarm; clearing wakes the waiters.
-    pub(crate) fn set(&self, reason: Option<String>) {
-        let raised = reason.is_some();
-        let was = self.raised.swap(raised, Ordering::AcqRel);
-        *self.reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
-        match (was, reason) {
-            (false, Some(reason)) => {
-                tracing::warn!(%reason, "resource alarm: publishers to quorum queues are held back")
+    /// Record what the last check found; a part that clears wakes the
+    /// waiters (each re-checks whether the part it waits on is clear).
+    pub(crate) fn set(&self, state: AlarmState) {
+        let raised = state.reason.is_some();
+        let was_raised = self.raised.swap(raised, Ordering::AcqRel);
+        let was_memory = self.memory.swap(state.memory, Ordering::AcqRel);
+        *self.reason.lock().unwrap_or_else(|p| p.into_inner()) = state.reason.clone();
+        if let (false, Some(reason)) = (was_raised, &state.reason) {
+            tracing::warn!(%reason, "resource alarm: publishers to quorum queues are held back");
+        }
+        if state.memory && !was_memory {
+            tracing::warn!("memory alarm: publishers to transient queues are held back too");
+        }
+        if was_raised && !raised {
+            tracing::info!("resource alarm cleared: publishing resumes");
+        }
+        if (was_raised && !raised) || (was_memory && !state.memory) {
+            let waiters =
+                std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
+            for (sink, tag) in waiters {
+                sink.send(tag, QueueEventKind::Capacity);
             }
-            (true, None) => {
-                tracing::info!("resource alarm cleared: publishing resumes");
-                let waiters =
-                    std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
-                for (sink, tag) in waiters {
-                    sink.send(tag, QueueEventKind::Capacity);
-                }
-            }
-            _ => {}
         }
     }
 }
@@ -111,24 +161,25 @@ pub(crate) fn spawn_watcher(alarm: &Arc<ResourceAlarm>, dir: PathBuf, limits: Re
         loop {
             tick.tick().await;
             let dir = dir.clone();
-            let reason = tokio::task::spawn_blocking(move || check(&dir, limits))
+            let state = tokio::task::spawn_blocking(move || check(&dir, limits))
                 .await
-                .unwrap_or(None);
+                .unwrap_or_default();
             let Some(alarm) = alarm.upgrade() else {
                 return;
             };
-            alarm.set(reason);
+            alarm.set(state);
         }
     });
 }
 
-/// Why publishing should be held back now, if it should.
-fn check(dir: &Path, limits: ResourceLimits) -> Option<String> {
+/// Which limits are exceeded now.
+fn check(dir: &Path, limits: ResourceLimits) -> AlarmState {
+    let mut reasons = Vec::new();
     if limits.min_free_disk_bytes > 0 {
         if let Ok(stat) = rustix::fs::statvfs(dir) {
             let free = stat.f_bavail.saturating_mul(stat.f_frsize);
             if free < limits.min_free_disk_bytes {
-                return Some(format!(
+                reasons.push(format!(
                     "free disk space under {} is {free} bytes, below min_free_disk_bytes {}",
                     dir.display(),
                     limits.min_free_disk_bytes
@@ -139,24 +190,29 @@ fn check(dir: &Path, limits: ResourceLimits) -> Option<String> {
     if limits.max_data_bytes > 0 {
         let used = dir_bytes(dir);
         if used > limits.max_data_bytes {
-            return Some(format!(
+            reasons.push(format!(
                 "{} holds {used} bytes, above max_data_bytes {}",
                 dir.display(),
                 limits.max_data_bytes
             ));
         }
     }
+    let mut memory = false;
     if limits.memory_high_watermark_bytes > 0 {
         if let Some(rss) = resident_bytes() {
             if rss > limits.memory_high_watermark_bytes {
-                return Some(format!(
+                memory = true;
+                reasons.push(format!(
                     "resident memory {rss} bytes is above memory_high_watermark_bytes {}",
                     limits.memory_high_watermark_bytes
                 ));
             }
         }
     }
-    None
+    AlarmState {
+        reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+        memory,
+    }
 }
 
 /// Bytes of every file under `dir`.
@@ -191,39 +247,72 @@ mod tests {
             max_data_bytes: 0,
             memory_high_watermark_bytes: 0,
         };
-        assert_eq!(check(dir.path(), off), None);
+        assert_eq!(check(dir.path(), off), AlarmState::clear());
         let data = ResourceLimits {
             max_data_bytes: 5_000,
             ..off
         };
-        assert!(check(dir.path(), data).unwrap().contains("max_data_bytes"));
+        let found = check(dir.path(), data);
+        assert!(found.reason.unwrap().contains("max_data_bytes"));
+        assert!(!found.memory);
         let disk = ResourceLimits {
             min_free_disk_bytes: u64::MAX,
             ..off
         };
         assert!(check(dir.path(), disk)
+            .reason
             .unwrap()
             .contains("min_free_disk_bytes"));
         let memory = ResourceLimits {
             memory_high_watermark_bytes: 1,
             ..off
         };
-        assert!(check(dir.path(), memory).unwrap().contains("memory"));
+        let found = check(dir.path(), memory);
+        assert!(found.memory);
+        assert!(found.reason.unwrap().contains("memory"));
+        // Both at once: both named, memory still flagged.
+        let both = check(
+            dir.path(),
+            ResourceLimits {
+                max_data_bytes: 5_000,
+                ..memory
+            },
+        );
+        assert!(both.memory);
+        let reason = both.reason.unwrap();
+        assert!(
+            reason.contains("max_data_bytes") && reason.contains("memory"),
+            "{reason}"
+        );
     }
 
     #[test]
     fn clearing_wakes_every_waiter_once() {
         let alarm = ResourceAlarm::default();
         let (sink, mut rx) = Sink::channel();
-        alarm.set(Some("full".into()));
+        alarm.set(AlarmState::disk("full"));
         assert!(alarm.is_raised());
+        assert!(!alarm.is_memory_raised());
         alarm.wait(&sink, 7);
         alarm.wait(&sink, 7);
-        alarm.set(None);
+        alarm.set(AlarmState::clear());
         assert!(!alarm.is_raised());
         let event = rx.try_recv().unwrap();
         assert_eq!(event.tag, 7);
         assert!(matches!(event.kind, QueueEventKind::Capacity));
         assert!(rx.try_recv().is_err(), "one wake-up per waiter");
+    }
+
+    #[test]
+    fn memory_clearing_wakes_waiters_while_a_disk_limit_stays() {
+        let alarm = ResourceAlarm::default();
+        let (sink, mut rx) = Sink::channel();
+        alarm.set(AlarmState::memory("memory and disk"));
+        assert!(alarm.is_raised() && alarm.is_memory_raised());
+        alarm.wait(&sink, 3);
+        alarm.set(AlarmState::disk("disk only"));
+        assert!(alarm.is_raised() && !alarm.is_memory_raised());
+        let event = rx.try_recv().expect("a transient publisher may go on");
+        assert_eq!(event.tag, 3);
     }
 }
