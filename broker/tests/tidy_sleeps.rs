@@ -59,6 +59,12 @@ const BASELINE: &[(&str, usize)] = &[
     ("fabric/tests/faults.rs", 1),
     // `wait_until` and `holds_for`: polling between checks, bounded.
     ("store-redb/src/tests.rs", 2),
+    // A pause between reconnect attempts while a closed connection's task
+    // frees its per-address slot, which nothing outside the broker can
+    // observe; bounded by a 5 s deadline.
+    ("broker/tests/amqp_preauth_limits.rs", 1),
+    // Pacing of the publisher, so the alarm comes while it has credit.
+    ("broker/tests/transient_memory_alarm.rs", 1),
 ];
 
 /// `sleep(` calls outside comments.
