@@ -53,3 +53,41 @@ pub async fn holds_for(quiet: Duration, what: &str, mut check: impl FnMut() -> b
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A publisher counting its accepted messages in `accepted` (of `total`)
+/// stops once a resource alarm is up: no accept for a whole second (one
+/// publish still in credit can take longer than a poll on a loaded
+/// machine), at most `credit` accepts after the alarm was seen, fewer than
+/// `total` in all, and then none for 2 s. Returns the count it stopped at.
+pub async fn publishing_is_held_back(
+    accepted: &std::sync::atomic::AtomicUsize,
+    total: usize,
+    credit: usize,
+    why: &str,
+) -> usize {
+    use std::sync::atomic::Ordering;
+    let at_alarm = accepted.load(Ordering::SeqCst);
+    let mut held = usize::MAX;
+    let mut since = std::time::Instant::now();
+    eventually(Duration::from_secs(20), "publishing stops", || {
+        let now = accepted.load(Ordering::SeqCst);
+        if now != held {
+            held = now;
+            since = std::time::Instant::now();
+        }
+        since.elapsed() >= Duration::from_secs(1)
+    })
+    .await;
+    assert!(held < total, "held back: {held} of {total}");
+    assert!(
+        held <= at_alarm + credit,
+        "no credit past the alarm: {at_alarm} -> {held}"
+    );
+    holds_for(
+        Duration::from_secs(2),
+        &format!("no publish completes while {why}"),
+        || accepted.load(Ordering::SeqCst) == held,
+    )
+    .await;
+    held
+}
