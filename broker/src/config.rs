@@ -383,6 +383,28 @@ pub struct ClusterConfig {
     /// Accept `ramqp-ctl isolate`/`heal` (cut this node off from its peers
     /// and back): for partition tests, never for production.
     pub allow_fault_injection: bool,
+    /// Mutual TLS on the fabric (`[cluster.tls]`).
+    pub tls: FabricTlsConfig,
+}
+
+/// Mutual TLS between the nodes (and `ramqp-ctl`): every node holds a
+/// certificate from one cluster CA and accepts only peers that hold one
+/// too. All three files or none; read once at start.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FabricTlsConfig {
+    /// The cluster CA certificate (PEM): the only issuer trusted, both ways.
+    pub ca_file: Option<PathBuf>,
+    /// This node's certificate chain (PEM, leaf first), issued by the
+    /// cluster CA, usable for server and client authentication, with the
+    /// server name below as a DNS subject alternative name.
+    pub cert_file: Option<PathBuf>,
+    /// Its private key (PEM).
+    pub key_file: Option<PathBuf>,
+    /// The DNS name a dialler checks in a listener's certificate; one name
+    /// for the whole cluster, whatever the nodes' addresses (default
+    /// `ramqp-fabric`).
+    pub server_name: Option<String>,
 }
 
 impl Default for ClusterConfig {
@@ -395,6 +417,7 @@ impl Default for ClusterConfig {
             call_timeout_ms: 10_000,
             join: false,
             allow_fault_injection: false,
+            tls: FabricTlsConfig::default(),
         }
     }
 }

@@ -57,6 +57,11 @@ docs/operations.md for all of them):
     fabric_listen = \"127.0.0.1:5682\"
     peers = [\"2=127.0.0.1:5683\", \"3=127.0.0.1:5684\"]
 
+    [cluster.tls]             # mutual TLS between nodes and ramqp-ctl
+    ca_file = \"/etc/ramqp/cluster-ca.pem\"
+    cert_file = \"/etc/ramqp/node.pem\"     # SAN DNS:ramqp-fabric
+    key_file = \"/etc/ramqp/node.key\"
+
 Signals: SIGHUP re-reads the TLS certificate, key and client CA and the users
 file (new connections use them). SIGTERM or SIGINT close every connection with
 amqp:connection:forced and exit 0 (in cluster mode after handing away the leadership of every
@@ -278,6 +283,30 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_CLUSTER_NAME", value_name = "NAME")]
     pub cluster_name: Option<String>,
 
+    /// The cluster CA (PEM) for mutual TLS on the fabric: peers and
+    /// ramqp-ctl must present a certificate it issued, and so does this
+    /// node. Needs --fabric-tls-cert and --fabric-tls-key
+    /// (`[cluster.tls] ca_file`) [default: none, plaintext fabric].
+    #[arg(long, env = "RAMQP_FABRIC_TLS_CA", value_name = "FILE")]
+    pub fabric_tls_ca: Option<PathBuf>,
+
+    /// This node's fabric certificate chain (PEM, leaf first) from the
+    /// cluster CA, for server and client authentication, with the fabric
+    /// server name as a DNS subject alternative name
+    /// (`[cluster.tls] cert_file`).
+    #[arg(long, env = "RAMQP_FABRIC_TLS_CERT", value_name = "FILE")]
+    pub fabric_tls_cert: Option<PathBuf>,
+
+    /// The private key of --fabric-tls-cert, PEM (`[cluster.tls] key_file`).
+    #[arg(long, env = "RAMQP_FABRIC_TLS_KEY", value_name = "FILE")]
+    pub fabric_tls_key: Option<PathBuf>,
+
+    /// The DNS name checked in every node's fabric certificate, the same
+    /// for the whole cluster (`[cluster.tls] server_name`)
+    /// [default: ramqp-fabric].
+    #[arg(long, env = "RAMQP_FABRIC_TLS_SERVER_NAME", value_name = "NAME")]
+    pub fabric_tls_server_name: Option<String>,
+
     /// Join a running cluster instead of bootstrapping one: the node waits
     /// until an operator adds it (`ramqp-ctl add-node ID HOST:PORT` on a
     /// member). Give the current members as --peer.
@@ -432,6 +461,15 @@ mod tests {
             "RAMQP_PEERS",
             "--cluster-name",
             "RAMQP_CLUSTER_NAME",
+            "--fabric-tls-ca",
+            "RAMQP_FABRIC_TLS_CA",
+            "--fabric-tls-cert",
+            "RAMQP_FABRIC_TLS_CERT",
+            "--fabric-tls-key",
+            "RAMQP_FABRIC_TLS_KEY",
+            "--fabric-tls-server-name",
+            "RAMQP_FABRIC_TLS_SERVER_NAME",
+            "[cluster.tls]",
             "--tls-listen",
             "RAMQP_TLS_LISTEN",
             "--tls-cert",

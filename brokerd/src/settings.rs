@@ -264,6 +264,19 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(name) = &cli.cluster_name {
         broker.cluster.name = name.clone();
     }
+    let fabric_tls = &mut broker.cluster.tls;
+    for (flag, field) in [
+        (&cli.fabric_tls_ca, &mut fabric_tls.ca_file),
+        (&cli.fabric_tls_cert, &mut fabric_tls.cert_file),
+        (&cli.fabric_tls_key, &mut fabric_tls.key_file),
+    ] {
+        if let Some(path) = flag {
+            *field = Some(path.clone());
+        }
+    }
+    if let Some(name) = &cli.fabric_tls_server_name {
+        fabric_tls.server_name = Some(name.clone());
+    }
     if cli.join {
         broker.cluster.join = true;
     }

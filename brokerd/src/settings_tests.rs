@@ -392,6 +392,46 @@ fn cluster_flags_and_file_table() {
 }
 
 #[test]
+fn fabric_tls_from_file_flags_and_env() {
+    let file = parse_file(
+        "[cluster.tls]\nca_file = \"/etc/ca.pem\"\ncert_file = \"/etc/n.pem\"\nkey_file = \"/etc/n.key\"\n",
+    )
+    .unwrap();
+    let tls = &file.broker.cluster.tls;
+    assert_eq!(tls.ca_file.as_deref(), Some(Path::new("/etc/ca.pem")));
+    assert_eq!(tls.key_file.as_deref(), Some(Path::new("/etc/n.key")));
+    assert_eq!(tls.server_name, None);
+    assert!(parse_file("[cluster.tls]\nca = \"x\"\n").is_err());
+
+    // A flag replaces the file's value; the others stand.
+    let cli = parse(&[
+        "--fabric-tls-cert",
+        "/run/n2.pem",
+        "--fabric-tls-server-name",
+        "fabric.internal",
+    ]);
+    let settings = apply_cli(file, &cli);
+    let tls = &settings.broker.cluster.tls;
+    assert_eq!(tls.cert_file.as_deref(), Some(Path::new("/run/n2.pem")));
+    assert_eq!(tls.ca_file.as_deref(), Some(Path::new("/etc/ca.pem")));
+    assert_eq!(tls.server_name.as_deref(), Some("fabric.internal"));
+
+    let from_env = parse_with_env(
+        &[],
+        &[
+            ("RAMQP_FABRIC_TLS_CA", "/e/ca.pem"),
+            ("RAMQP_FABRIC_TLS_CERT", "/e/n.pem"),
+            ("RAMQP_FABRIC_TLS_KEY", "/e/n.key"),
+        ],
+    )
+    .unwrap();
+    let tls = resolve(&from_env).unwrap().broker.cluster.tls;
+    assert_eq!(tls.ca_file.as_deref(), Some(Path::new("/e/ca.pem")));
+    assert_eq!(tls.cert_file.as_deref(), Some(Path::new("/e/n.pem")));
+    assert_eq!(tls.key_file.as_deref(), Some(Path::new("/e/n.key")));
+}
+
+#[test]
 fn paging_budgets_come_from_flags() {
     let settings = resolve(&parse(&[
         "--resident-budget",

@@ -3,9 +3,10 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::NodeId;
+use crate::{FabricTls, NodeId};
 
 /// Default limit on one envelope (`meta` + `payload`): 64 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -50,6 +51,9 @@ pub struct FabricConfig {
     pub stream_window: u32,
     /// HTTP/2 initial connection window in bytes.
     pub connection_window: u32,
+    /// Mutual TLS with the cluster CA, for the listener and every dial;
+    /// `None` is plaintext.
+    pub tls: Option<FabricTls>,
 }
 
 impl FabricConfig {
@@ -71,6 +75,7 @@ impl FabricConfig {
             keepalive_timeout: Duration::from_secs(10),
             stream_window: 8 * 1024 * 1024,
             connection_window: 16 * 1024 * 1024,
+            tls: None,
         }
     }
 
@@ -96,6 +101,7 @@ impl FabricConfig {
             keepalive_timeout: self.keepalive_timeout,
             stream_window: self.stream_window,
             connection_window: self.connection_window,
+            tls: self.tls.clone().map(Arc::new),
         }
     }
 }
@@ -118,6 +124,8 @@ pub struct ClientConfig {
     pub call_timeout: Duration,
     /// Outbound queue length.
     pub send_queue: usize,
+    /// Mutual TLS with the cluster CA (required when the node has it).
+    pub tls: Option<FabricTls>,
 }
 
 impl ClientConfig {
@@ -131,6 +139,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(3),
             call_timeout: Duration::from_secs(30),
             send_queue: 1024,
+            tls: None,
         }
     }
 
@@ -143,6 +152,7 @@ impl ClientConfig {
         link.connect_timeout = self.connect_timeout;
         link.call_timeout = self.call_timeout;
         link.send_queue = self.send_queue.max(1);
+        link.tls = self.tls.clone().map(Arc::new);
         link
     }
 }
@@ -163,6 +173,7 @@ pub(crate) struct LinkSettings {
     pub(crate) keepalive_timeout: Duration,
     pub(crate) stream_window: u32,
     pub(crate) connection_window: u32,
+    pub(crate) tls: Option<Arc<FabricTls>>,
 }
 
 impl LinkSettings {

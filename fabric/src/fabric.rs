@@ -84,7 +84,13 @@ impl Fabric {
         .max_encoding_message_size(limit);
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let shutdown = shared.shutdown.clone();
-        let router = Server::builder()
+        let mut builder = Server::builder();
+        if let Some(tls) = &settings.tls {
+            builder = builder
+                .tls_config(tls.server(settings.connect_timeout))
+                .map_err(|e| FabricError::Config(format!("fabric TLS: {e}")))?;
+        }
+        let router = builder
             .tcp_nodelay(true)
             .initial_stream_window_size(settings.stream_window)
             .initial_connection_window_size(settings.connection_window)

@@ -43,8 +43,12 @@
 //! # }
 //! ```
 //!
-//! Limits: no TLS and no authentication beyond the cluster name (the fabric
-//! is for a private network); a node does not reach itself through the
+//! Security: with [`FabricTls`] set (on every node and client of a cluster)
+//! connections are mutual TLS against one cluster CA, and a dialler without
+//! a certificate from it is refused in the handshake; without it the fabric
+//! is plaintext and trusts the cluster name, for a private network only.
+//!
+//! Limits: a node does not reach itself through the
 //! fabric; one-way delivery is at most once (frames queued on a stream that
 //! breaks are lost) and a call that fails with `Unreachable` may or may not
 //! have run on the peer.
@@ -63,6 +67,7 @@ mod peer;
 mod proto;
 mod server;
 mod stats;
+mod tls;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,6 +82,7 @@ pub use fabric::Fabric;
 pub use peer::LinkState;
 pub use proto::FABRIC_PROTOCOL_VERSION;
 pub use stats::FabricStats;
+pub use tls::{FabricTls, DEFAULT_FABRIC_SERVER_NAME};
 
 /// Locks a mutex, ignoring poisoning: every critical section in this crate is
 /// a single map or option update, so the data stays consistent.

@@ -231,8 +231,15 @@ impl Peer {
     async fn open(&self) -> Result<tonic::Streaming<Batch>, LinkState> {
         let s = &self.settings;
         let down = |e: &dyn std::fmt::Display| LinkState::Down(e.to_string());
-        let endpoint = Endpoint::from_shared(format!("http://{}", self.addr))
-            .map_err(|e| down(&e))?
+        let scheme = if s.tls.is_some() { "https" } else { "http" };
+        let mut endpoint =
+            Endpoint::from_shared(format!("{scheme}://{}", self.addr)).map_err(|e| down(&e))?;
+        if let Some(tls) = &s.tls {
+            endpoint = endpoint
+                .tls_config(tls.client(s.connect_timeout))
+                .map_err(|e| down(&e))?;
+        }
+        let endpoint = endpoint
             .connect_timeout(s.connect_timeout)
             .tcp_nodelay(true)
             .initial_stream_window_size(s.stream_window)

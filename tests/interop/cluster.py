@@ -47,9 +47,14 @@ def ctl_path():
 class Cluster:
     """Nodes 1..n as BrokerProcess objects, keyed by node id."""
 
-    def __init__(self, size, extra_args=(), hosts=None, wrappers=None, data_dirs=None):
+    def __init__(self, size, extra_args=(), hosts=None, wrappers=None, data_dirs=None,
+                 node_args=None, ctl_args=()):
         # Flags every node gets besides the cluster's own (e.g. --config).
         self.extra_args = list(extra_args)
+        # Flags of one node only (e.g. its own certificate), by node id,
+        # and flags every ramqp-ctl call gets (e.g. a client certificate).
+        self.node_args = node_args or {}
+        self.ctl_args = list(ctl_args)
         # Per node: the address it listens on (loopback unless the caller
         # put nodes in network namespaces), the command that execs it
         # there, and a data directory (default: a fresh temporary one).
@@ -70,6 +75,7 @@ class Cluster:
             "--allow-fault-injection",
             *RAFT_ARGS,
             *self.extra_args,
+            *self.node_args.get(node, ()),
         ]
         for peer in members:
             if peer != node:
@@ -87,7 +93,8 @@ class Cluster:
 
     def ctl(self, node, *args, check=True, timeout=20):
         result = subprocess.run(
-            [str(ctl_path()), "--fabric", f"{self.host[node]}:{self.fabric_port[node]}", *args],
+            [str(ctl_path()), "--fabric", f"{self.host[node]}:{self.fabric_port[node]}",
+             *self.ctl_args, *args],
             capture_output=True,
             text=True,
             timeout=timeout,

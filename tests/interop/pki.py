@@ -51,3 +51,11 @@ class Pki:
 
     def client(self, cn: str):
         return self._issue(f"client-{cn}", cn, "extendedKeyUsage=clientAuth\n")
+
+    def fabric_node(self, stem: str, name: str = "ramqp-fabric"):
+        """A fabric certificate: the cluster's server name as its DNS name,
+        good for listening and for dialling (a node does both)."""
+        return self._issue(
+            stem, stem,
+            f"subjectAltName=DNS:{name}\nextendedKeyUsage=serverAuth,clientAuth\n",
+        )

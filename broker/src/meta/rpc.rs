@@ -142,9 +142,19 @@ impl Metadata {
         let result = match request {
             MetaRequest::Write(command) => self.raft.client_write(command).await,
             MetaRequest::AddLearner { id, info } => {
-                self.raft
-                    .add_learner(id, BasicNode::new(info.fabric), true)
-                    .await
+                let added = self
+                    .raft
+                    .add_learner(id, BasicNode::new(info.fabric), false)
+                    .await;
+                match added {
+                    Ok(written) => {
+                        if let Err(reason) = self.await_learner(id, written.log_id).await {
+                            return MetaReply::Refused(reason);
+                        }
+                        Ok(written)
+                    }
+                    Err(e) => Err(e),
+                }
             }
             MetaRequest::AddVoter { id } => {
                 self.raft
@@ -161,6 +171,47 @@ impl Metadata {
             }
         };
         reply_of(result)
+    }
+
+    /// Waits until learner `id` has acknowledged the log up to `added` (the
+    /// entry that made it a learner). openraft's own blocking add calls a
+    /// learner up to date while it lags by fewer than its lag threshold
+    /// (5,000 entries), which a small metadata log always does, so a node
+    /// that never answered (unreachable, or refused by the fabric's TLS)
+    /// would be promoted to voter. If it has not caught up within
+    /// [`LEARNER_CATCH_UP`], it is taken out again and the add refused.
+    async fn await_learner(
+        &self,
+        id: NodeId,
+        added: openraft::LogId<NodeId>,
+    ) -> Result<(), String> {
+        let caught_up = self
+            .raft
+            .wait(Some(LEARNER_CATCH_UP))
+            .metrics(
+                |m| {
+                    m.replication
+                        .as_ref()
+                        .and_then(|r| r.get(&id))
+                        .is_some_and(|matched| matched.as_ref() >= Some(&added))
+                },
+                "learner caught up",
+            )
+            .await;
+        if caught_up.is_ok() {
+            return Ok(());
+        }
+        let removed = self
+            .raft
+            .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+            .await;
+        if let Err(e) = removed {
+            tracing::warn!(node = id, error = %e, "could not take back a learner that never answered");
+        }
+        Err(format!(
+            "node {id} did not catch up as a learner within {LEARNER_CATCH_UP:?}: is it \
+             running, reachable, and does it hold a fabric certificate of this cluster?"
+        ))
     }
 
     /// Answer an RPC of the metadata group: Raft RPCs from its members and
@@ -222,6 +273,13 @@ impl Metadata {
         reply.map_err(remote)
     }
 }
+
+/// How long a new learner may take to acknowledge the entry that added it.
+/// A reachable node does in well under a second (the metadata log and its
+/// snapshot are small); this must stay below the fabric call timeout
+/// (10 s by default) that a forwarded add runs under, or the asking node
+/// would time out and retry instead of hearing why.
+const LEARNER_CATCH_UP: Duration = Duration::from_secs(6);
 
 type WriteResult =
     Result<ClientWriteResponse<MetaRaft>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>;

@@ -25,7 +25,7 @@ use super::replica_sets::MetadataReplicaSets;
 use super::startup::{effective_quorum_config, initial_members, validate};
 use crate::admin::{AdminHandler, AdminService};
 use crate::auth::{AuthError, Authenticator};
-use crate::config::{BrokerConfig, QuorumConfig};
+use crate::config::{BrokerConfig, FabricTlsConfig, QuorumConfig};
 use crate::engine::ConnectionContext;
 use crate::forward::{Forwarder, LocalQueues, PeerAsker};
 use crate::meta::{MetaOptions, Metadata};
@@ -398,9 +398,27 @@ async fn start_transport(
             .collect(),
         max_message_bytes: config.cluster.max_message_bytes,
         call_timeout: Duration::from_millis(config.cluster.call_timeout_ms),
+        tls: fabric_tls(&config.cluster.tls)?,
     })
     .await?;
     Ok((fabric.clone() as Arc<dyn NodeTransport>, Some(fabric)))
+}
+
+/// The fabric's mutual TLS from its files: all three or none.
+fn fabric_tls(config: &FabricTlsConfig) -> Result<Option<fabric::FabricTls>, BrokerError> {
+    let name = config
+        .server_name
+        .clone()
+        .unwrap_or_else(|| fabric::DEFAULT_FABRIC_SERVER_NAME.to_owned());
+    match (&config.ca_file, &config.cert_file, &config.key_file) {
+        (None, None, None) => Ok(None),
+        (Some(ca), Some(cert), Some(key)) => fabric::FabricTls::from_files(ca, cert, key, name)
+            .map(Some)
+            .map_err(|e| BrokerError::Config(e.to_string())),
+        _ => Err(BrokerError::Config(
+            "fabric TLS needs all of [cluster.tls] ca_file, cert_file and key_file".into(),
+        )),
+    }
 }
 
 /// Open the quorum side and the cluster metadata on the node's data, wire

@@ -113,6 +113,8 @@ pub(crate) struct FabricSettings {
     pub(crate) max_message_bytes: usize,
     /// Limit on one call.
     pub(crate) call_timeout: Duration,
+    /// Mutual TLS with the cluster CA; `None`: plaintext.
+    pub(crate) tls: Option<fabric::FabricTls>,
 }
 
 /// The node transport over the fabric.
@@ -143,6 +145,7 @@ impl FabricTransport {
         config.max_message_bytes = settings.max_message_bytes;
         config.call_timeout = settings.call_timeout;
         config.send_queue = SEND_QUEUE;
+        config.tls = settings.tls;
         let relay = Arc::new(Relay::default());
         let handler: Arc<dyn fabric::Handler> = relay.clone();
         let fabric = fabric::Fabric::start(config, handler).await?;

@@ -10,6 +10,7 @@ mod render;
 mod user;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -35,6 +36,24 @@ struct Cli {
     /// Give up after this many milliseconds.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
+    /// The cluster CA (PEM) when the fabric runs mutual TLS; needs
+    /// --tls-cert and --tls-key, a certificate the cluster CA issued.
+    #[arg(long, env = "RAMQP_FABRIC_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// The certificate (PEM) ramqp-ctl presents to the node.
+    #[arg(long, env = "RAMQP_FABRIC_TLS_CERT", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, env = "RAMQP_FABRIC_TLS_KEY", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// The DNS name checked in the node's fabric certificate.
+    #[arg(
+        long,
+        env = "RAMQP_FABRIC_TLS_SERVER_NAME",
+        value_name = "NAME",
+        default_value = fabric::DEFAULT_FABRIC_SERVER_NAME
+    )]
+    tls_server_name: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -199,6 +218,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 async fn ask(cli: &Cli, request: &AdminRequest) -> anyhow::Result<AdminResponse> {
     let mut config = fabric::ClientConfig::new(cli.fabric, cli.cluster_name.as_str());
     config.wire_version = broker::net::WIRE_VERSION;
+    config.tls = match (&cli.tls_ca, &cli.tls_cert, &cli.tls_key) {
+        (None, None, None) => None,
+        (Some(ca), Some(cert), Some(key)) => Some(fabric::FabricTls::from_files(
+            ca,
+            cert,
+            key,
+            cli.tls_server_name.as_str(),
+        )?),
+        _ => bail!("fabric TLS needs all of --tls-ca, --tls-cert and --tls-key"),
+    };
     let client = fabric::Client::connect_with(config)
         .await
         .with_context(|| format!("connecting to the fabric at {}", cli.fabric))?;
