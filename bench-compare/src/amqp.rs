@@ -67,20 +67,26 @@ pub struct Endpoint {
 }
 
 /// Open a connection (TCP_NODELAY, SASL from the URL) and begin a session.
-/// `amqp://` is AMQP over TCP; `ws://` is AMQP over WebSocket (the OASIS
+/// `amqp://` is AMQP over TCP, `amqps://` over TLS (the CA in
+/// `RAMQP_BENCH_TLS_CA`); `ws://` is AMQP over WebSocket (the OASIS
 /// binding, through fe2o3's `fe2o3-amqp-ws`) on the same kind of socket.
 pub async fn connect(url: &str, container_id: &str, timeout: Duration) -> Result<Endpoint> {
     let parsed = url::Url::parse(url).with_context(|| format!("invalid URL {url:?}"))?;
-    let websocket = match parsed.scheme() {
-        "amqp" => false,
-        "ws" => true,
-        _ => bail!("only amqp:// and ws:// URLs are supported by the bench (got {url:?})"),
+    let (websocket, tls) = match parsed.scheme() {
+        "amqp" => (false, false),
+        "amqps" => (false, true),
+        "ws" => (true, false),
+        _ => {
+            bail!("only amqp://, amqps:// and ws:// URLs are supported by the bench (got {url:?})")
+        }
     };
     let host = parsed
         .host_str()
         .ok_or_else(|| anyhow!("URL {url:?} has no host"))?
         .to_string();
-    let port = parsed.port_or_known_default().unwrap_or(5672);
+    let port = parsed
+        .port_or_known_default()
+        .unwrap_or(if tls { 5671 } else { 5672 });
     let stream = within(
         timeout,
         &format!("TCP connect to {host}:{port}"),
@@ -152,6 +158,19 @@ pub async fn connect(url: &str, container_id: &str, timeout: Duration) -> Result
             )
             .await?
         }
+    } else if tls {
+        let stream = within(
+            timeout,
+            &format!("TLS handshake with {host}"),
+            crate::tls_client::handshake(stream, &host),
+        )
+        .await?;
+        within(
+            timeout,
+            &format!("AMQP open to {url}"),
+            builder.open_with_stream(stream),
+        )
+        .await?
     } else {
         within(
             timeout,

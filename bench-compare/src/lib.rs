@@ -12,3 +12,4 @@ pub mod payload;
 pub mod raw;
 pub mod report;
 pub mod target;
+pub mod tls_client;
