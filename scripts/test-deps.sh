@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what the test command needs beyond the
 # Rust toolchain: python3-qpid-proton, python3-pytest and python3-yaml (the
-# interop and nemesis suites), strace, e2fsprogs and mount (the disk-fault tests),
+# interop and nemesis suites), chromium (the status page's test), strace, e2fsprogs and mount (the disk-fault tests),
 # iproute2, nftables and faketime (the nemesis's partitions and clocks).
 # Does nothing when all are there. Needs root or sudo to install; without
 # them it says what to install and fails if the Python packages are
@@ -36,6 +36,9 @@ fi
 # The TLS tests (tests/interop/test_tls.py) make their certificates with
 # the openssl command.
 command -v openssl >/dev/null 2>&1 || required+=(openssl)
+# The status page's test (tests/interop/test_web_page.py) loads it in a
+# real headless browser.
+command -v chromium >/dev/null 2>&1 || required+=(chromium)
 fault_tools=()
 command -v strace >/dev/null 2>&1 || fault_tools+=(strace)
 command -v mkfs.ext4 >/dev/null 2>&1 || [[ -x /usr/sbin/mkfs.ext4 ]] || [[ -x /sbin/mkfs.ext4 ]] || fault_tools+=(e2fsprogs)
@@ -47,7 +50,7 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || fault_tools+=(nftabl
 [[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]] || fault_tools+=(faketime)
 packages=("${required[@]}" "${fault_tools[@]}")
 if [[ ${#packages[@]} -eq 0 ]]; then
-    echo "==> python3-qpid-proton, python3-pytest, python3-yaml, openssl, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
+    echo "==> python3-qpid-proton, python3-pytest, python3-yaml, openssl, chromium, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
 elif [[ ${#required[@]} -eq 0 ]] && [[ "$(id -u)" -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
     # Only the fault tests' tools are missing and they could not run here
     # anyway (they need root): they skip and say so.
