@@ -545,3 +545,30 @@ async fn add_a_fourth_node_then_remove_one() {
     declare(h.meta(leader), "on-two").await;
     h.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_never_answers_is_not_added() {
+    let mut h = Harness::start(3, 3).await;
+    let leader = h.leader().await;
+    declare(h.meta(leader), "before").await;
+    // Node 4 is never opened: nothing answers for it. openraft alone would
+    // call it caught up (its lag is under the threshold) and make it a
+    // voter; the add must be refused and leave the membership as it was.
+    let refused = within(SLOW, "add node 4", h.meta(leader).add_node(4, info(4))).await;
+    assert!(refused.is_err(), "node 4 was added: {refused:?}");
+    for id in 1..=3 {
+        assert_eq!(
+            h.meta(id).voters(),
+            BTreeSet::from([1, 2, 3]),
+            "voters on node {id}"
+        );
+        assert!(
+            !h.meta(id).members().contains_key(&4),
+            "node {id} lists node 4"
+        );
+    }
+    // The group still commits with its three voters.
+    let leader = h.leader().await;
+    declare(h.meta(leader), "after").await;
+    h.converged(leader).await;
+}
