@@ -22,6 +22,8 @@ pub struct BrokerConfig {
     pub tls: TlsConfig,
     /// AMQP over WebSocket.
     pub websocket: WebSocketConfig,
+    /// The HTTP endpoint: health, readiness and Prometheus metrics.
+    pub http: HttpConfig,
     /// Directory for the node's data. `None` creates a temporary directory
     /// that is removed when the broker is dropped.
     pub data_dir: Option<PathBuf>,
@@ -46,6 +48,7 @@ impl Default for BrokerConfig {
             listen_plain: true,
             tls: TlsConfig::default(),
             websocket: WebSocketConfig::default(),
+            http: HttpConfig::default(),
             data_dir: None,
             container_id: None,
             limits: Limits::default(),
@@ -184,6 +187,16 @@ impl Default for WebSocketConfig {
             max_message_bytes: 1024 * 1024,
         }
     }
+}
+
+/// The HTTP endpoint (`/healthz`, `/readyz`, `/metrics`): off unless
+/// `listen` is set. Not authenticated: bind it where only the operator's
+/// scraper and probes reach it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address of the HTTP listener; none: no HTTP endpoint.
+    pub listen: Option<SocketAddr>,
 }
 
 /// SASL settings.

@@ -4,8 +4,8 @@
 //!
 //! Layers, bottom to top (a module imports only from layers below it; the
 //! test `tests/architecture.rs` checks it, `docs/architecture.md` says why):
-//! `codec`; `config`, `crash_point`, `lock_order` and `process`; `net`, `queue`, `paging`, `auth`, `tls` and `ws`; `engine`; `raft`; `quorum` and
-//! `meta`; `forward`; `admin`; `node`.
+//! `codec`; `config`, `crash_point`, `latency`, `lock_order` and `process`; `net`, `queue`, `paging`, `auth`, `tls` and `ws`; `engine`; `raft`; `quorum` and
+//! `meta`; `forward`; `admin` and `http`; `node`.
 //!
 //! Features: `test-cluster` adds `Cluster`, several nodes in one process
 //! for tests.
@@ -19,6 +19,7 @@ pub mod config;
 pub mod crash_point;
 #[doc(hidden)]
 pub mod fuzz_checks;
+pub mod latency;
 pub mod meta;
 pub mod net;
 pub mod paging;
@@ -30,6 +31,7 @@ pub mod tls;
 
 mod engine;
 mod forward;
+mod http;
 mod lock_order;
 mod node;
 pub mod ws;

@@ -35,6 +35,11 @@ const LAYERS: &[(&str, u32, &str)] = &[
         "named crash points, armed by crash tests only",
     ),
     (
+        "latency",
+        1,
+        "a latency histogram of relaxed atomics, knows nothing it times",
+    ),
+    (
         "net",
         2,
         "node-to-node transport primitives and the one NodeId",
@@ -82,6 +87,11 @@ const LAYERS: &[(&str, u32, &str)] = &[
         "client traffic between nodes, over quorum and queue",
     ),
     ("admin", 7, "the operator's requests and their answers"),
+    (
+        "http",
+        7,
+        "health, readiness and Prometheus metrics over read-only views",
+    ),
     (
         "node",
         8,

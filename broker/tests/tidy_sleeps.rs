@@ -65,6 +65,9 @@ const BASELINE: &[(&str, usize)] = &[
     ("broker/tests/amqp_preauth_limits.rs", 1),
     // Pacing of the publisher, so the alarm comes while it has credit.
     ("broker/tests/transient_memory_alarm.rs", 1),
+    // `get_until`: polling an HTTP answer (readiness, a scrape) between
+    // requests, bounded by a deadline; HTTP has no change to await.
+    ("broker/tests/http_endpoint.rs", 1),
 ];
 
 /// `sleep(` calls outside comments.

@@ -138,6 +138,13 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_WS_LISTEN", value_name = "HOST:PORT", value_parser = parse_listen)]
     pub ws_listen: Option<SocketAddr>,
 
+    /// Serve HTTP on this address: /healthz (alive), /readyz (serving:
+    /// metadata leader known, store writable, no disk alarm) and /metrics
+    /// (Prometheus text). Not authenticated: bind it to a private address
+    /// (`[http] listen`) [default: none].
+    #[arg(long, env = "RAMQP_HTTP_LISTEN", value_name = "HOST:PORT", value_parser = parse_listen)]
+    pub http_listen: Option<SocketAddr>,
+
     /// The users file: salted SCRAM-SHA-256 credentials and permissions,
     /// managed with `ramqp-ctl user add|delete|list --file FILE`. PLAIN and
     /// SCRAM-SHA-256 are checked against it, attaches authorized by its
@@ -480,6 +487,8 @@ mod tests {
             "RAMQP_TLS_CLIENT_CA",
             "--ws-listen",
             "RAMQP_WS_LISTEN",
+            "--http-listen",
+            "RAMQP_HTTP_LISTEN",
             "--users",
             "RAMQP_USERS",
             "--allow-anonymous",

@@ -177,6 +177,9 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(addr) = cli.ws_listen {
         broker.websocket.listen = Some(addr);
     }
+    if let Some(addr) = cli.http_listen {
+        broker.http.listen = Some(addr);
+    }
     if let Some(addr) = cli.tls_listen {
         broker.tls.listen = Some(addr);
     }

@@ -22,6 +22,7 @@ const OUR_VARS: &[&str] = &[
     "RAMQP_MAX_FRAME_SIZE_BEFORE_OPEN",
     "RAMQP_MAX_CONNECTIONS_PER_ADDRESS",
     "RAMQP_IDLE_TIMEOUT_MS",
+    "RAMQP_HTTP_LISTEN",
     "RAMQP_NODE_ID",
     "RAMQP_FABRIC_LISTEN",
     "RAMQP_PEERS",
@@ -571,4 +572,29 @@ fn websocket_listener_from_flag_and_file() {
         Some("0.0.0.0:5673".parse().unwrap())
     );
     assert_eq!(file.broker.websocket.max_message_bytes, 4 * 1024 * 1024);
+}
+
+#[test]
+fn http_endpoint_from_flag_env_and_file() {
+    // Off by default.
+    assert_eq!(resolve(&parse(&[])).unwrap().broker.http.listen, None);
+    let file = parse_file("[http]\nlisten = \"0.0.0.0:9100\"\n").unwrap();
+    assert_eq!(
+        file.broker.http.listen,
+        Some("0.0.0.0:9100".parse().unwrap())
+    );
+    // The environment beats the file, the flag beats the environment.
+    let env = [("RAMQP_HTTP_LISTEN", "127.0.0.1:9101")];
+    let from_env = apply_cli(file.clone(), &parse_with_env(&[], &env).unwrap());
+    assert_eq!(
+        from_env.broker.http.listen,
+        Some("127.0.0.1:9101".parse().unwrap())
+    );
+    let cli = parse_with_env(&["--http-listen", "127.0.0.1:9102"], &env).unwrap();
+    assert_eq!(
+        apply_cli(file, &cli).broker.http.listen,
+        Some("127.0.0.1:9102".parse().unwrap())
+    );
+    assert!(parse_with_env(&["--http-listen", "not-an-address"], &[]).is_err());
+    assert!(parse_file("[http]\nlisten = \"0.0.0.0:9100\"\nport = 1\n").is_err());
 }

@@ -48,7 +48,7 @@ mod writer;
 
 pub use error::Error;
 pub use group::{GroupLogReader, GroupLogStore};
-pub use stats::{BatchStats, BatchStatsSnapshot};
+pub use stats::{BatchStats, BatchStatsSnapshot, COMMIT_TIME_BUCKETS_SECONDS};
 pub use store::{
     LogStore, LogStoreOptions, VerifyReport, BATCH_REQUESTS_MAX_DEFAULT, CACHE_SIZE_BYTES_DEFAULT,
     WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT,

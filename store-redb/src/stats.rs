@@ -20,7 +20,17 @@ pub struct BatchStats {
     commit_nanos: AtomicU64,
     commit_nanos_max: AtomicU64,
     requests_per_commit_max: AtomicU64,
+    /// Commits per bucket of [`COMMIT_TIME_BUCKETS_SECONDS`] (not
+    /// cumulative), the last for those above its last bound.
+    commit_time_buckets: [AtomicU64; COMMIT_TIME_BUCKETS_SECONDS.len() + 1],
 }
+
+/// Upper bounds, in seconds, of the buckets of
+/// [`BatchStatsSnapshot::commit_time_buckets`] (the last, +Inf, implied).
+pub const COMMIT_TIME_BUCKETS_SECONDS: [f64; 15] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    10.0,
+];
 
 /// A copy of the [`BatchStats`] counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,6 +55,10 @@ pub struct BatchStatsSnapshot {
     pub commit_time_max: Duration,
     /// The largest number of requests in one commit so far.
     pub requests_per_commit_max: u64,
+    /// Commits per duration bucket (bounds in
+    /// [`COMMIT_TIME_BUCKETS_SECONDS`], the last above them all), not
+    /// cumulative: a histogram of `commit_time`.
+    pub commit_time_buckets: [u64; COMMIT_TIME_BUCKETS_SECONDS.len() + 1],
 }
 
 impl BatchStatsSnapshot {
@@ -75,6 +89,9 @@ impl BatchStatsSnapshot {
             commit_time: self.commit_time.saturating_sub(earlier.commit_time),
             commit_time_max: self.commit_time_max,
             requests_per_commit_max: self.requests_per_commit_max,
+            commit_time_buckets: std::array::from_fn(|i| {
+                self.commit_time_buckets[i] - earlier.commit_time_buckets[i]
+            }),
         }
     }
 }
@@ -109,6 +126,9 @@ impl BatchStats {
             commit_time: Duration::from_nanos(self.commit_nanos.load(Ordering::Relaxed)),
             commit_time_max: Duration::from_nanos(self.commit_nanos_max.load(Ordering::Relaxed)),
             requests_per_commit_max: self.requests_per_commit_max.load(Ordering::Relaxed),
+            commit_time_buckets: std::array::from_fn(|i| {
+                self.commit_time_buckets[i].load(Ordering::Relaxed)
+            }),
         }
     }
 
@@ -123,6 +143,14 @@ impl BatchStats {
         self.commit_nanos_max.fetch_max(nanos, Ordering::Relaxed);
         self.requests_per_commit_max
             .fetch_max(tally.requests, Ordering::Relaxed);
+        let seconds = took.as_secs_f64();
+        let bucket = COMMIT_TIME_BUCKETS_SECONDS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(COMMIT_TIME_BUCKETS_SECONDS.len());
+        if let Some(slot) = self.commit_time_buckets.get(bucket) {
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn record_failure(&self) {

@@ -9,6 +9,7 @@
 mod attach;
 mod authorize;
 mod connection;
+mod counters;
 mod deliver;
 mod error;
 mod handshake;
@@ -28,6 +29,8 @@ use std::sync::Arc;
 
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
+pub(crate) use counters::Counted;
+pub(crate) use counters::{EngineCounters, EngineCounts};
 pub(crate) use transport::{ByteStream, Transport};
 
 use crate::auth::Authenticator;
@@ -40,6 +43,8 @@ pub(crate) struct ConnectionContext {
     pub(crate) limits: Limits,
     pub(crate) auth: Arc<Authenticator>,
     pub(crate) queues: Arc<dyn QueueDirectory>,
+    /// Connections and sessions served, for metrics.
+    pub(crate) counters: Arc<EngineCounters>,
 }
 
 /// Serve one accepted connection (TCP or TLS, see [`Transport`]) until it
@@ -51,6 +56,7 @@ pub(crate) async fn serve(
     permit: Option<OwnedSemaphorePermit>,
     shutdown: watch::Receiver<bool>,
 ) {
+    let _counted = context.counters.connection();
     connection::Connection::new(transport, context, permit.is_some(), shutdown)
         .run()
         .await;

@@ -86,6 +86,8 @@ pub(crate) struct Session {
     pub(crate) accepted: Vec<u32>,
     /// Publishes to answer with accepted but leave unsettled (rcv-settle-mode second).
     pub(crate) accepted_unsettled: Vec<u32>,
+    /// Keeps the session in the node's open-session count while it lives.
+    pub(crate) counted: Option<super::Counted>,
 }
 
 impl Session {
@@ -106,6 +108,7 @@ impl Session {
             pending: VecDeque::new(),
             accepted: Vec::new(),
             accepted_unsettled: Vec::new(),
+            counted: None,
         }
     }
 

@@ -176,6 +176,7 @@ impl State {
             begin.incoming_window,
         );
         session.next_incoming_id = begin.next_outgoing_id;
+        session.counted = Some(self.context.counters.session());
         let reply = Begin {
             remote_channel: Some(channel),
             next_outgoing_id: session.next_outgoing_id,

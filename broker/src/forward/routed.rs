@@ -584,9 +584,8 @@ impl Queue for RoutedQueue {
         let state = self.lock();
         QueueStats {
             address: self.address.to_string(),
-            ready: 0,
-            unsettled: 0,
             consumers: state.consumers.len(),
+            ..QueueStats::default()
         }
     }
 }

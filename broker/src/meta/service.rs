@@ -212,6 +212,12 @@ impl Metadata {
         self.raft.metrics().borrow().current_leader
     }
 
+    /// The metadata group's term, log and applied index and leader on
+    /// this node (no IO).
+    pub fn raft_status(&self) -> crate::raft::RaftStatus {
+        crate::raft::RaftStatus::of(&self.raft.metrics().borrow())
+    }
+
     /// The metadata group's voters in this node's latest membership.
     pub fn voters(&self) -> BTreeSet<NodeId> {
         self.raft

@@ -20,13 +20,14 @@ use super::data_dir::DataDir;
 use super::dispatcher::NodeDispatcher;
 use super::fabric::{FabricSettings, FabricTransport};
 use super::fatal::{watch_node, FatalError, FatalWatch};
+use super::http_view::{self, HttpView};
 use super::registry::Registry;
 use super::replica_sets::MetadataReplicaSets;
 use super::startup::{effective_quorum_config, initial_members, validate};
 use crate::admin::{AdminHandler, AdminService};
 use crate::auth::{AuthError, Authenticator};
 use crate::config::{BrokerConfig, FabricTlsConfig, QuorumConfig};
-use crate::engine::ConnectionContext;
+use crate::engine::{ConnectionContext, EngineCounters};
 use crate::forward::{Forwarder, LocalQueues, PeerAsker};
 use crate::meta::{MetaOptions, Metadata};
 use crate::net::{LocalTransport, NodeHandler, NodeTransport};
@@ -87,6 +88,9 @@ pub struct Broker {
     local_addr: SocketAddr,
     tls_addr: Option<SocketAddr>,
     ws_addr: Option<SocketAddr>,
+    http_addr: Option<SocketAddr>,
+    /// The HTTP endpoint's task, when there is one.
+    http_task: Option<tokio::task::JoinHandle<()>>,
     tls: Option<Arc<TlsServer>>,
     auth: Arc<Authenticator>,
     users_file: bool,
@@ -154,6 +158,15 @@ impl Broker {
             (Some(l), Some(addr)) => Some(bound_addr(l, addr)?),
             _ => None,
         };
+        let http = match config.http.listen {
+            Some(addr) => {
+                let listener = bind(addr).await?;
+                let bound = bound_addr(&listener, addr)?;
+                Some((listener, bound))
+            }
+            None => None,
+        };
+        let http_addr = http.as_ref().map(|(_, addr)| *addr);
         let plain_addr = plain
             .as_ref()
             .map(|l| bound_addr(l, config.listen))
@@ -190,6 +203,24 @@ impl Broker {
             &parts.metadata,
             shutdown_rx.clone(),
         );
+        let engine_counters = Arc::new(EngineCounters::default());
+        let http_task = http.map(|(listener, _)| {
+            let view = HttpView {
+                registry: parts.registry.clone(),
+                fatal: fatal.clone(),
+                stopping: shutdown_rx.clone(),
+                auth: auth.clone(),
+                fabric: fabric.clone(),
+            };
+            let sources = crate::http::Sources {
+                node_id,
+                quorum: parts.quorum.clone(),
+                metadata: parts.metadata.clone(),
+                engine: engine_counters.clone(),
+                node: Arc::new(view),
+            };
+            http_view::start(listener, sources, shutdown_rx.clone())
+        });
         let context = Arc::new(ConnectionContext {
             container_id: config
                 .container_id
@@ -198,6 +229,7 @@ impl Broker {
             limits: config.limits.clone(),
             auth: auth.clone(),
             queues: parts.registry.clone() as Arc<dyn QueueDirectory>,
+            counters: engine_counters,
         });
         let listeners = Listeners {
             plain,
@@ -207,11 +239,13 @@ impl Broker {
             tls: tls.clone(),
         };
         let accept_task = tokio::spawn(accept_loop(listeners, context, shutdown_rx));
-        tracing::info!(%local_addr, ?tls_addr, ?ws_addr, data_dir = %data_dir.path().display(), "broker listening");
+        tracing::info!(%local_addr, ?tls_addr, ?ws_addr, ?http_addr, data_dir = %data_dir.path().display(), "broker listening");
         Ok(Broker {
             local_addr,
             tls_addr,
             ws_addr,
+            http_addr,
+            http_task,
             tls,
             auth,
             users_file: config.sasl.users_file.is_some(),
@@ -246,6 +280,12 @@ impl Broker {
     /// (wss when TLS is configured).
     pub fn ws_addr(&self) -> Option<SocketAddr> {
         self.ws_addr
+    }
+
+    /// The address the HTTP endpoint (`/healthz`, `/readyz`, `/metrics`)
+    /// is bound to, when there is one.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
     }
 
     /// Read the TLS files and the users file again (SIGHUP in
@@ -345,6 +385,11 @@ impl Broker {
         self.metadata.shutdown().await;
         if let Some(fabric) = &self.fabric {
             fabric.shutdown().await;
+        }
+        // Until here /readyz answered "shutting down".
+        if let Some(task) = self.http_task {
+            task.abort();
+            let _ = task.await;
         }
         tracing::info!(local_addr = %self.local_addr, "broker stopped");
     }

@@ -166,6 +166,11 @@ impl FabricTransport {
         read(&self.fabric).clone()
     }
 
+    /// The fabric's traffic counters (zero once it is shut down).
+    pub(crate) fn stats(&self) -> fabric::FabricStats {
+        self.fabric().map(|f| f.stats()).unwrap_or_default()
+    }
+
     /// Route operator requests to `handler`.
     pub(crate) fn set_admin(&self, handler: Weak<dyn AdminHandler>) {
         *write(&self.relay.admin) = Some(handler);

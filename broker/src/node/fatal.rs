@@ -73,6 +73,11 @@ impl FatalWatch {
         });
     }
 
+    /// The first fault, if there was one.
+    pub(crate) fn current(&self) -> Option<FatalError> {
+        self.0.borrow().clone()
+    }
+
     /// Resolves with the first fault (at once if there was one already);
     /// never resolves if the node stops without one.
     pub(crate) fn wait(&self) -> impl Future<Output = FatalError> + Send + 'static {

@@ -15,6 +15,8 @@
 //! - `replica_sets.rs`: the cluster metadata as the quorum side's replica sets;
 //! - `fabric.rs`: the node transport over the gRPC fabric, following the
 //!   metadata's members;
+//! - `http_view.rs`: what the HTTP endpoint (`crate::http`) may read of
+//!   the node;
 //! - `cluster.rs`: an embedded multi-node cluster for tests (feature
 //!   `test-cluster`).
 
@@ -27,6 +29,7 @@ mod data_dir;
 mod dispatcher;
 mod fabric;
 mod fatal;
+mod http_view;
 mod queue_admin;
 mod registry;
 mod replica_sets;

@@ -150,6 +150,12 @@ impl Registry {
         Some(stats.ready + stats.unsettled)
     }
 
+    /// The stats of the transient queues held here, unsorted.
+    pub(crate) fn transient_stats(&self) -> Vec<QueueStats> {
+        let queues: Vec<Arc<TransientQueue>> = read(&self.queues).values().cloned().collect();
+        queues.iter().map(|q| q.stats()).collect()
+    }
+
     /// Purge transient queue `address` held here; how many messages were
     /// dropped, or `None` if there is no such queue here.
     pub(crate) fn purge_transient(&self, address: &QueueAddress) -> Option<usize> {

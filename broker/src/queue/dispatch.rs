@@ -101,6 +101,10 @@ pub(crate) struct Dispatcher {
     consumers: HashMap<ConsumerId, Consumer>,
     /// Consumers with credit, in round-robin order.
     waiting: VecDeque<ConsumerId>,
+    /// Deliveries pushed to consumers so far (for metrics).
+    delivered_total: u64,
+    /// Deliveries settled accepted or rejected so far (for metrics).
+    acknowledged_total: u64,
 }
 
 impl Dispatcher {
@@ -123,6 +127,16 @@ impl Dispatcher {
 
     pub(crate) fn n_consumers(&self) -> usize {
         self.consumers.len()
+    }
+
+    /// Deliveries pushed to consumers since the dispatcher was made.
+    pub(crate) fn delivered_total(&self) -> u64 {
+        self.delivered_total
+    }
+
+    /// Deliveries settled accepted or rejected since it was made.
+    pub(crate) fn acknowledged_total(&self) -> u64 {
+        self.acknowledged_total
     }
 
     /// Add a message at the back and hand it out if someone has credit.
@@ -272,7 +286,10 @@ impl Dispatcher {
             return Settled::Unknown;
         }
         match outcome {
-            Outcome::Accepted | Outcome::Rejected => return Settled::Removed(entry),
+            Outcome::Accepted | Outcome::Rejected => {
+                self.acknowledged_total += 1;
+                return Settled::Removed(entry);
+            }
             Outcome::Released => {}
             Outcome::Modified {
                 delivery_failed,
@@ -362,6 +379,7 @@ impl Dispatcher {
             return;
         }
         consumer.delivery_count = consumer.delivery_count.wrapping_add(1);
+        self.delivered_total += 1;
         let more = consumer.credit() > 0;
         consumer.waiting = more;
         self.out.insert(entry.id, (id, entry));

@@ -80,8 +80,11 @@ impl PublishConfirm {
     }
 }
 
-/// Depth and identity of one queue, for management and metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Depth and identity of one queue, for management and metrics. The
+/// totals count since the queue was opened on this node (a quorum queue's
+/// published total counts the enqueues this replica applied; its delivered
+/// and acknowledged totals what this node's dispatcher did while leading).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueStats {
     /// The queue's address, e.g. `/queues/orders`.
     pub address: String,
@@ -91,6 +94,17 @@ pub struct QueueStats {
     pub unsettled: usize,
     /// Consumers attached.
     pub consumers: usize,
+    /// Bytes of the messages held (waiting and unsettled).
+    pub bytes: u64,
+    /// Of `bytes`, those kept in segment files rather than in memory
+    /// (always 0 for a transient queue).
+    pub paged_bytes: u64,
+    /// Messages taken into the queue.
+    pub published_total: u64,
+    /// Deliveries handed to consumers (redeliveries count again).
+    pub delivered_total: u64,
+    /// Deliveries settled accepted or rejected (removed from the queue).
+    pub acknowledged_total: u64,
 }
 
 /// One transaction's work on one queue, applied at once by

@@ -30,6 +30,8 @@ pub(crate) struct ResourceAlarm {
     raised: AtomicBool,
     /// The memory limit is exceeded.
     memory: AtomicBool,
+    /// A disk limit (free space, data size) is exceeded.
+    disk: AtomicBool,
     reason: Mutex<Option<String>>,
     waiters: Mutex<Vec<(Sink, u64)>>,
 }
@@ -41,6 +43,8 @@ pub(crate) struct AlarmState {
     pub(crate) reason: Option<String>,
     /// Whether resident memory is above its limit.
     pub(crate) memory: bool,
+    /// Whether free disk space or the data size is past its limit.
+    pub(crate) disk: bool,
 }
 
 impl AlarmState {
@@ -56,6 +60,7 @@ impl AlarmState {
         AlarmState {
             reason: Some(reason.to_owned()),
             memory: false,
+            disk: true,
         }
     }
 
@@ -65,6 +70,7 @@ impl AlarmState {
         AlarmState {
             reason: Some(reason.to_owned()),
             memory: true,
+            disk: false,
         }
     }
 }
@@ -78,6 +84,11 @@ impl ResourceAlarm {
     /// Whether the memory limit is exceeded: every publisher waits.
     pub(crate) fn is_memory_raised(&self) -> bool {
         self.memory.load(Ordering::Acquire)
+    }
+
+    /// Whether a disk limit is exceeded.
+    pub(crate) fn is_disk_raised(&self) -> bool {
+        self.disk.load(Ordering::Acquire)
     }
 
     /// Why it is raised.
@@ -105,6 +116,7 @@ impl ResourceAlarm {
         let raised = state.reason.is_some();
         let was_raised = self.raised.swap(raised, Ordering::AcqRel);
         let was_memory = self.memory.swap(state.memory, Ordering::AcqRel);
+        self.disk.store(state.disk, Ordering::Release);
         *self.reason.lock().unwrap_or_else(|p| p.into_inner()) = state.reason.clone();
         if let (false, Some(reason)) = (was_raised, &state.reason) {
             tracing::warn!(%reason, "resource alarm: publishers to quorum queues are held back");
@@ -197,6 +209,7 @@ fn check(dir: &Path, limits: ResourceLimits) -> AlarmState {
             ));
         }
     }
+    let disk = !reasons.is_empty();
     let mut memory = false;
     if limits.memory_high_watermark_bytes > 0 {
         if let Some(rss) = resident_bytes() {
@@ -212,6 +225,7 @@ fn check(dir: &Path, limits: ResourceLimits) -> AlarmState {
     AlarmState {
         reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
         memory,
+        disk,
     }
 }
 

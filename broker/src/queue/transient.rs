@@ -25,6 +25,8 @@ struct State {
     dispatcher: Dispatcher,
     /// Bytes of every message held (waiting and out with consumers).
     bytes: u64,
+    /// Messages taken in so far (for metrics).
+    published_total: u64,
     /// Publishers to wake when there is room again.
     capacity_waiters: Vec<(Sink, u64)>,
     /// Deleted: refuses everything with [`QueueError::Gone`].
@@ -139,6 +141,7 @@ impl Queue for TransientQueue {
         let id = state.next_id;
         state.next_id += 1;
         state.bytes += message.len() as u64;
+        state.published_total += 1;
         state.dispatcher.push(Entry::new(id, message));
         // The transient queue takes the message as soon as it holds it.
         Ok(PublishStatus::Accepted)
@@ -209,6 +212,7 @@ impl Queue for TransientQueue {
             let id = state.next_id;
             state.next_id += 1;
             state.bytes += message.len() as u64;
+            state.published_total += 1;
             state.dispatcher.push(Entry::new(id, message));
         }
         for (consumer, message, outcome) in part.settles {
@@ -227,6 +231,11 @@ impl Queue for TransientQueue {
             ready: state.dispatcher.n_ready(),
             unsettled: state.dispatcher.n_out(),
             consumers: state.dispatcher.n_consumers(),
+            bytes: state.bytes,
+            paged_bytes: 0,
+            published_total: state.published_total,
+            delivered_total: state.dispatcher.delivered_total(),
+            acknowledged_total: state.dispatcher.acknowledged_total(),
         }
     }
 }

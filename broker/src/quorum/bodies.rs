@@ -39,6 +39,7 @@ impl Inner {
         let Ok(view) = MessageView::scan(&bytes) else {
             return Ok(());
         };
+        self.published_total += 1;
         let delivery_count = view.header.as_ref().map_or(0, |h| h.delivery_count);
         let len = bytes.len() as u64;
         let caught_up = self.feed.caught_up(self.index.last_id());

@@ -1,7 +1,7 @@
 //! Following a quorum queue's leadership: a node that becomes leader feeds
 //! its dispatcher from the replicated index (`feed.rs`), one that stops leading drops
 //! it; the watcher task also asks openraft for the snapshots the state
-//! machine wants (`compaction.rs`).
+//! machine wants (`compaction.rs`) and counts the leader changes it sees.
 //!
 //! Leading here means more than openraft's `ServerState::Leader`: a
 //! leader that has had no acknowledgement from a quorum for an election
@@ -11,6 +11,7 @@
 //! clients waiting on publishes that time out and consumers that get
 //! nothing, instead of sending their links to the new leader.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use openraft::ServerState;
@@ -103,9 +104,14 @@ pub(super) async fn watch_leadership(
     let mut metrics = raft.metrics();
     let window = raft.config().election_timeout_max;
     let mut cut_off = false;
+    let mut known_leader = None;
     loop {
         let (leading, log_applied, without_quorum) = {
             let m = metrics.borrow_and_update();
+            if m.current_leader.is_some() && m.current_leader != known_leader {
+                known_leader = m.current_leader;
+                shared.leader_changes.fetch_add(1, Ordering::Relaxed);
+            }
             (
                 leading_with_quorum(&m, node_id, window),
                 m.last_applied.map(|l| l.index) >= m.last_log_index,

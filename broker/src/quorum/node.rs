@@ -21,6 +21,7 @@ use super::queue::QuorumQueue;
 use super::state_machine::{BodyLimits, QueueStateMachine, Shared};
 use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
+use crate::latency::{LatencyHistogram, LatencySnapshot};
 use crate::net::NodeId;
 use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::paging::StoreOptions;
@@ -102,6 +103,8 @@ pub struct QuorumNode {
     resident_budget: Arc<NodeBudget>,
     /// Raised while disk or memory is short: publishers are held back.
     alarm: Arc<ResourceAlarm>,
+    /// Proposal-to-commit time of publishes, across the node's queues.
+    commit_latency: Arc<LatencyHistogram>,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -168,6 +171,7 @@ impl QuorumNode {
             seen_declared: Mutex::new(std::collections::HashSet::new()),
             resident_budget: Arc::new(NodeBudget::new(config_budget)),
             alarm: Arc::new(ResourceAlarm::default()),
+            commit_latency: Arc::new(LatencyHistogram::default()),
         });
         queues::spawn_watcher(
             &node.alarm,
@@ -345,6 +349,7 @@ impl QuorumNode {
             self.config.snapshot_min_log_bytes,
             limits,
             address.to_string(),
+            self.commit_latency.clone(),
         ));
         let state_machine = QueueStateMachine::open(&dir, shared.clone())
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
@@ -385,6 +390,22 @@ impl QuorumNode {
     /// memory short), if they are.
     pub fn resource_alarm(&self) -> Option<String> {
         self.alarm.reason()
+    }
+
+    /// Why the disk part of the resource alarm is raised (free disk space
+    /// or data size past its limit), if it is: the node takes no publishes
+    /// to its quorum queues.
+    pub fn disk_alarm(&self) -> Option<String> {
+        self.alarm
+            .is_disk_raised()
+            .then(|| self.alarm.reason())
+            .flatten()
+    }
+
+    /// Proposal-to-commit time of the publishes of this node's quorum
+    /// queues (as their leader).
+    pub fn commit_latency(&self) -> LatencySnapshot {
+        self.commit_latency.snapshot()
     }
 
     /// The node's resource alarm, for the transient queues (its memory

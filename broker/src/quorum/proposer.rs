@@ -1,10 +1,11 @@
 //! The proposer task of a quorum queue: publishes go into the Raft log in
 //! the order the queue took them, batched into as few entries as the flush
 //! pace allows, and each publisher hears its outcome once its entry is
-//! committed (or `released` when it cannot be).
+//! committed (or `released` when it cannot be). The time from proposal to
+//! commit of each entry goes into the node's commit-latency histogram.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -12,6 +13,7 @@ use super::hold::ProposalHold;
 use super::leadership_watch::leads_without_quorum;
 use super::publish_gate::PublishGate;
 use super::types::{Command, QueueRaftHandle, ENQUEUE_BATCH_MAX};
+use crate::latency::LatencyHistogram;
 use crate::queue::{Outcome, PublishConfirm};
 
 /// A publish waiting to be proposed.
@@ -36,6 +38,7 @@ pub(super) async fn propose_in_order(
     gate: Arc<PublishGate>,
     timeout: Duration,
     hold: Arc<ProposalHold>,
+    commit_latency: Arc<LatencyHistogram>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(ENTRIES_IN_FLIGHT_MAX));
     let mut carry: Option<Proposal> = None;
@@ -85,6 +88,7 @@ pub(super) async fn propose_in_order(
             finish(Outcome::Released, confirms);
             return;
         };
+        let proposed_at = Instant::now();
         let submitted = raft.client_write_ff(Command::Enqueue { messages }).await;
         drop(pass);
         let committed = match submitted {
@@ -96,6 +100,7 @@ pub(super) async fn propose_in_order(
             }
         };
         let lost_quorum = quorum_lost(raft.clone());
+        let commit_latency = commit_latency.clone();
         tokio::spawn(async move {
             // Bounded: without a quorum the publishers hear `released`
             // (not accepted; send again) instead of waiting forever; at
@@ -104,7 +109,10 @@ pub(super) async fn propose_in_order(
             // (a duplicate when resent), never a false `accepted`.
             let outcome = tokio::select! {
                 waited = tokio::time::timeout(timeout, committed) => match waited {
-                    Ok(Ok(Ok(_))) => Outcome::Accepted,
+                    Ok(Ok(Ok(_))) => {
+                        commit_latency.observe(proposed_at.elapsed());
+                        Outcome::Accepted
+                    }
                     Ok(Ok(Err(error))) => {
                         tracing::debug!(%error, "publishes not committed");
                         Outcome::Released

@@ -25,6 +25,7 @@ use crate::queue::{
     ConsumerId, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress,
     QueueError, QueueStats, Sink, TxnPart,
 };
+use crate::raft::RaftStatus;
 
 /// A replicated queue: one openraft group.
 pub struct QuorumQueue {
@@ -83,6 +84,7 @@ impl QuorumQueue {
             gate.clone(),
             publish_timeout,
             hold.clone(),
+            shared.commit_latency.clone(),
         ));
         tokio::spawn(watch_leadership(
             raft.clone(),
@@ -215,6 +217,17 @@ impl QuorumQueue {
             .membership()
             .voter_ids()
             .collect()
+    }
+
+    /// The group's term, log and applied index and leader on this replica.
+    pub fn raft_status(&self) -> RaftStatus {
+        RaftStatus::of(&self.raft.metrics().borrow())
+    }
+
+    /// How many times this replica has seen the group's leader change
+    /// since it opened (the first leader it learns counts).
+    pub fn leader_changes(&self) -> u64 {
+        self.shared.leader_changes.load(Ordering::Relaxed)
     }
 }
 
@@ -456,6 +469,14 @@ impl Queue for QuorumQueue {
             },
             unsettled: inner.dispatcher.n_out(),
             consumers: inner.dispatcher.n_consumers(),
+            bytes: inner.index.bytes(),
+            paged_bytes: inner
+                .index
+                .bytes()
+                .saturating_sub(inner.index.resident_bytes()),
+            published_total: inner.published_total,
+            delivered_total: inner.dispatcher.delivered_total(),
+            acknowledged_total: inner.dispatcher.acknowledged_total(),
         }
     }
 }

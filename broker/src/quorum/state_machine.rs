@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -33,6 +34,7 @@ use super::snapshot_data::SnapshotData;
 use super::types::{message_id, Applied, Command, QueueRaft};
 use super::{snapshot_file, snapshot_install, snapshot_transfer};
 use crate::crash_point;
+use crate::latency::LatencyHistogram;
 use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
 use crate::paging::{SegmentStore, StoreOptions};
@@ -67,6 +69,9 @@ pub(crate) struct Inner {
     growth: LogGrowth,
     /// The queue was deleted (`removal.rs`): it serves nothing more.
     pub(crate) deleted: bool,
+    /// Messages this replica applied into the queue since it opened (for
+    /// metrics; a restart counts again from 0).
+    pub(crate) published_total: u64,
 }
 
 impl Inner {
@@ -121,10 +126,21 @@ pub(crate) struct Shared {
     /// What the durable snapshot file covers: the group's log purge waits
     /// for it (`raft::PurgeGatedLog`).
     pub(crate) snapshot_cover: SnapshotCover,
+    /// Times this node saw the group's leader change (for metrics; counted
+    /// by the leadership watcher, `leadership_watch.rs`).
+    pub(crate) leader_changes: AtomicU64,
+    /// The node's histogram of publish commit latency (proposal to
+    /// commit), shared by every queue of the node.
+    pub(crate) commit_latency: Arc<LatencyHistogram>,
 }
 
 impl Shared {
-    pub(crate) fn new(snapshot_floor_bytes: u64, limits: BodyLimits, queue: String) -> Shared {
+    pub(crate) fn new(
+        snapshot_floor_bytes: u64,
+        limits: BodyLimits,
+        queue: String,
+        commit_latency: Arc<LatencyHistogram>,
+    ) -> Shared {
         Shared {
             inner: OrderedMutex::new(Rank::QuorumQueue, Inner::default()),
             snapshot_floor_bytes,
@@ -132,6 +148,8 @@ impl Shared {
             snapshot_wanted: SnapshotWanted::default(),
             queue,
             snapshot_cover: SnapshotCover::default(),
+            leader_changes: AtomicU64::new(0),
+            commit_latency,
         }
     }
 

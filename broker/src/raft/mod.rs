@@ -9,6 +9,8 @@
 //!   on what a group replicates;
 //! - `fault.rs`: whether a group's core stopped on a storage error;
 //! - `purge_gate.rs`: a log store whose purge waits for a durable snapshot;
+//! - `status.rs`: a group's term, log and applied index and leader, for
+//!   operators and metrics;
 //! - `fuzz_checks.rs`: the round-trip checks of the fuzz targets for
 //!   postcard payloads and Raft RPCs.
 //!
@@ -23,12 +25,14 @@ pub(crate) mod leadership;
 pub(crate) mod network;
 mod purge_gate;
 mod rpc_kind;
+mod status;
 mod store;
 
 pub(crate) use fault::core_fault;
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
+pub use status::RaftStatus;
 #[cfg(feature = "test-cluster")]
 pub(crate) use store::lossy;
 pub(crate) use store::open_log_store;

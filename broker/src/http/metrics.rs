@@ -1,0 +1,487 @@
+//! One `/metrics` scrape: the node's figures gathered into plain values
+//! (each queue's lock held for one `stats()` call, never two at once, never
+//! across an await), then encoded in the Prometheus text format by
+//! `prometheus-client` through a [`Collector`] that reads them at scrape
+//! time, so nothing is registered per queue and a deleted queue simply
+//! disappears from the next scrape.
+//!
+//! Names: `ramqp_*` for the broker's own, `process_*` as Prometheus'
+//! client libraries name them. Counters are per process: they restart from
+//! 0 when the node restarts (Prometheus' `rate` handles that).
+
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::{FabricView, Sources};
+use crate::engine::EngineCounts;
+use crate::latency::LatencySnapshot;
+use crate::process;
+use crate::queue::QueueStats;
+use crate::raft::RaftStatus;
+
+/// The `Content-Type` of the answer.
+pub(super) const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Everything one scrape shows, read before any of it is encoded.
+struct Scrape {
+    queues: Vec<QueueStats>,
+    /// Per open quorum queue: its index in `queues`, its Raft figures and
+    /// the leader changes this replica saw.
+    groups: Vec<(usize, RaftStatus, u64)>,
+    meta: RaftStatus,
+    commit_latency: LatencySnapshot,
+    store: store_redb::BatchStatsSnapshot,
+    engine: EngineCounts,
+    fabric: Option<FabricView>,
+    ready: bool,
+    disk_alarm: bool,
+    resource_alarm: bool,
+    resident_body_bytes: u64,
+    login_failures: u64,
+    node_id: u64,
+}
+
+fn gather(sources: &Sources) -> Scrape {
+    let mut queues = sources.node.transient_queues();
+    let quorum = sources.quorum.queues();
+    let mut groups = Vec::with_capacity(quorum.len());
+    queues.reserve(quorum.len());
+    for queue in &quorum {
+        groups.push((queues.len(), queue.raft_status(), queue.leader_changes()));
+        queues.push(crate::queue::Queue::stats(queue.as_ref()));
+    }
+    Scrape {
+        queues,
+        groups,
+        meta: sources.metadata.raft_status(),
+        commit_latency: sources.quorum.commit_latency(),
+        store: sources.quorum.store_stats(),
+        engine: sources.engine.snapshot(),
+        fabric: sources.node.fabric(),
+        ready: super::health::readiness(sources).is_ok(),
+        disk_alarm: sources.quorum.disk_alarm().is_some(),
+        resource_alarm: sources.quorum.resource_alarm().is_some(),
+        resident_body_bytes: sources.quorum.resident_bytes(),
+        login_failures: sources.node.login_failures(),
+        node_id: sources.node_id,
+    }
+}
+
+/// Encode one scrape of the node in the Prometheus text format.
+pub(super) fn render(sources: &Arc<Sources>) -> Result<String, fmt::Error> {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(NodeCollector(sources.clone())));
+    let mut text = String::with_capacity(64 * 1024);
+    prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
+    Ok(text)
+}
+
+/// Reads the node at scrape time.
+#[derive(Debug)]
+struct NodeCollector(Arc<Sources>);
+
+impl Collector for NodeCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let scrape = gather(&self.0);
+        encode_queues(&mut encoder, &scrape)?;
+        encode_raft(&mut encoder, &scrape)?;
+        encode_node(&mut encoder, &scrape)?;
+        encode_store(&mut encoder, &scrape.store)?;
+        if let Some(fabric) = &scrape.fabric {
+            encode_fabric(&mut encoder, fabric)?;
+        }
+        encode_process(&mut encoder)
+    }
+}
+
+/// One metric family: its help and type, then a sample per row.
+fn family<L: EncodeLabelSet, M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric_type: MetricType,
+    rows: impl IntoIterator<Item = (L, M)>,
+) -> Result<(), fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
+    for (labels, metric) in rows {
+        metric.encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// A gauge without labels.
+fn gauge<V>(encoder: &mut DescriptorEncoder, name: &str, help: &str, v: V) -> fmt::Result
+where
+    V: prometheus_client::encoding::EncodeGaugeValue,
+{
+    let family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    ConstGauge::new(v).encode(family)
+}
+
+/// A counter without labels (the `_total` suffix is added).
+fn counter(encoder: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    let family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    ConstCounter::new(v).encode(family)
+}
+
+/// A histogram without labels from per-bucket (not cumulative) counts.
+fn histogram(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    h: &LatencySnapshot,
+) -> fmt::Result {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    family.encode_histogram::<NoLabelSet>(h.sum_seconds, h.count, &h.buckets, None)
+}
+
+fn encode_queues(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result {
+    type Figure = (
+        &'static str,
+        &'static str,
+        MetricType,
+        fn(&QueueStats) -> u64,
+    );
+    const FIGURES: [Figure; 8] = [
+        (
+            "ramqp_queue_ready_messages",
+            "Messages waiting to be delivered.",
+            MetricType::Gauge,
+            |q| q.ready as u64,
+        ),
+        (
+            "ramqp_queue_unacknowledged_messages",
+            "Messages delivered and not yet settled.",
+            MetricType::Gauge,
+            |q| q.unsettled as u64,
+        ),
+        (
+            "ramqp_queue_bytes",
+            "Bytes of the messages held (waiting and unsettled).",
+            MetricType::Gauge,
+            |q| q.bytes,
+        ),
+        (
+            "ramqp_queue_paged_bytes",
+            "Bytes of held messages kept in segment files, not in memory (quorum queues).",
+            MetricType::Gauge,
+            |q| q.paged_bytes,
+        ),
+        (
+            "ramqp_queue_consumers",
+            "Consumers attached.",
+            MetricType::Gauge,
+            |q| q.consumers as u64,
+        ),
+        (
+            "ramqp_queue_published_messages",
+            "Messages taken into the queue (a quorum queue: enqueues this replica applied).",
+            MetricType::Counter,
+            |q| q.published_total,
+        ),
+        (
+            "ramqp_queue_delivered_messages",
+            "Deliveries to consumers by this node (redeliveries count again).",
+            MetricType::Counter,
+            |q| q.delivered_total,
+        ),
+        (
+            "ramqp_queue_acknowledged_messages",
+            "Deliveries settled accepted or rejected at this node.",
+            MetricType::Counter,
+            |q| q.acknowledged_total,
+        ),
+    ];
+    for (name, help, metric_type, value) in FIGURES {
+        let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
+        for queue in &scrape.queues {
+            let labels = [("address", queue.address.as_str())];
+            let sample = family.encode_family(&labels)?;
+            match metric_type {
+                MetricType::Counter => ConstCounter::new(value(queue)).encode(sample)?,
+                _ => ConstGauge::new(value(queue)).encode(sample)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn encode_raft(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result {
+    const META: &str = "$meta";
+    // The metadata group first, then each quorum queue's group.
+    let rows = || {
+        std::iter::once((META, &scrape.meta, None)).chain(scrape.groups.iter().map(
+            |(at, status, changes)| {
+                let address = scrape.queues.get(*at).map_or("", |q| q.address.as_str());
+                (address, status, Some(*changes))
+            },
+        ))
+    };
+    fn label(group: &str) -> [(&'static str, &str); 1] {
+        [("group", group)]
+    }
+    family(
+        encoder,
+        "ramqp_raft_term",
+        "The Raft term this node is in, per group.",
+        MetricType::Gauge,
+        rows().map(|(g, s, _)| (label(g), ConstGauge::new(s.term))),
+    )?;
+    family(
+        encoder,
+        "ramqp_raft_last_log_index",
+        "The last index in this node's Raft log, per group.",
+        MetricType::Gauge,
+        rows().map(|(g, s, _)| (label(g), ConstGauge::new(s.last_log_index.unwrap_or(0)))),
+    )?;
+    family(
+        encoder,
+        "ramqp_raft_applied_index",
+        "The last Raft log index this node applied, per group (the commit index is not reported by openraft 0.9; applied trails it).",
+        MetricType::Gauge,
+        rows().map(|(g, s, _)| (label(g), ConstGauge::new(s.applied_index.unwrap_or(0)))),
+    )?;
+    family(
+        encoder,
+        "ramqp_raft_leading",
+        "1 where this node leads the group.",
+        MetricType::Gauge,
+        rows().map(|(g, s, _)| (label(g), ConstGauge::new(u64::from(s.leading)))),
+    )?;
+    family(
+        encoder,
+        "ramqp_raft_leader_known",
+        "1 where this node knows the group's leader.",
+        MetricType::Gauge,
+        rows().map(|(g, s, _)| (label(g), ConstGauge::new(u64::from(s.leader.is_some())))),
+    )?;
+    family(
+        encoder,
+        "ramqp_raft_leader_changes",
+        "Changes of a quorum queue group's leader this replica saw since it opened.",
+        MetricType::Counter,
+        rows().filter_map(|(g, _, c)| c.map(|c| (label(g), ConstCounter::new(c)))),
+    )?;
+    gauge(
+        encoder,
+        "ramqp_raft_groups",
+        "Quorum queue Raft groups open on this node.",
+        scrape.groups.len() as u64,
+    )?;
+    gauge(
+        encoder,
+        "ramqp_raft_groups_leading",
+        "Quorum queue Raft groups this node leads.",
+        scrape.groups.iter().filter(|g| g.1.leading).count() as u64,
+    )?;
+    histogram(
+        encoder,
+        "ramqp_raft_commit_latency_seconds",
+        "Time from proposing a publish entry to its commit, on the leader.",
+        &scrape.commit_latency,
+    )
+}
+
+fn encode_node(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result {
+    gauge(encoder, "ramqp_node_id", "This node's id.", scrape.node_id)?;
+    gauge(
+        encoder,
+        "ramqp_ready",
+        "1 while the node is ready (as /readyz).",
+        u64::from(scrape.ready),
+    )?;
+    gauge(
+        encoder,
+        "ramqp_disk_alarm",
+        "1 while free disk space or the data size is past its limit.",
+        u64::from(scrape.disk_alarm),
+    )?;
+    gauge(
+        encoder,
+        "ramqp_resource_alarm",
+        "1 while any resource limit (disk, data size, memory) is past: publishers are held back.",
+        u64::from(scrape.resource_alarm),
+    )?;
+    gauge(
+        encoder,
+        "ramqp_quorum_resident_body_bytes",
+        "Bytes of quorum queue message bodies kept in memory.",
+        scrape.resident_body_bytes,
+    )?;
+    let e = &scrape.engine;
+    gauge(
+        encoder,
+        "ramqp_connections",
+        "AMQP connections open.",
+        e.connections_open,
+    )?;
+    counter(
+        encoder,
+        "ramqp_connections_opened",
+        "AMQP connections accepted.",
+        e.connections_total,
+    )?;
+    gauge(
+        encoder,
+        "ramqp_sessions",
+        "AMQP sessions open.",
+        e.sessions_open,
+    )?;
+    counter(
+        encoder,
+        "ramqp_sessions_begun",
+        "AMQP sessions begun.",
+        e.sessions_total,
+    )?;
+    counter(
+        encoder,
+        "ramqp_login_failures",
+        "Failed SASL logins.",
+        scrape.login_failures,
+    )
+}
+
+fn encode_store(
+    encoder: &mut DescriptorEncoder,
+    s: &store_redb::BatchStatsSnapshot,
+) -> fmt::Result {
+    counter(
+        encoder,
+        "ramqp_store_commits",
+        "Write transactions of the node's Raft log store committed (one fsync each).",
+        s.commits,
+    )?;
+    counter(
+        encoder,
+        "ramqp_store_failed_commits",
+        "Write transactions of the Raft log store that failed.",
+        s.failed_commits,
+    )?;
+    counter(
+        encoder,
+        "ramqp_store_entries_written",
+        "Raft log entries written, all groups.",
+        s.entries,
+    )?;
+    counter(
+        encoder,
+        "ramqp_store_written_bytes",
+        "Bytes of records written to the Raft log store (keys excluded).",
+        s.bytes,
+    )?;
+    let buckets: Vec<(f64, u64)> = store_redb::COMMIT_TIME_BUCKETS_SECONDS
+        .iter()
+        .copied()
+        .chain(std::iter::once(f64::INFINITY))
+        .zip(s.commit_time_buckets.iter().copied())
+        .collect();
+    let commit_time = LatencySnapshot {
+        sum_seconds: s.commit_time.as_secs_f64(),
+        count: s.commits,
+        buckets,
+    };
+    histogram(
+        encoder,
+        "ramqp_store_commit_duration_seconds",
+        "Time to build and commit one Raft log store transaction, its fsync included.",
+        &commit_time,
+    )
+}
+
+fn encode_fabric(encoder: &mut DescriptorEncoder, fabric: &FabricView) -> fmt::Result {
+    let s = &fabric.stats;
+    let counters = [
+        (
+            "ramqp_fabric_frames_sent",
+            "Fabric frames (calls, answers, one-way messages) written.",
+            s.frames_sent,
+        ),
+        (
+            "ramqp_fabric_batches_sent",
+            "Fabric batches written (one per HTTP/2 write).",
+            s.batches_sent,
+        ),
+        (
+            "ramqp_fabric_frames_received",
+            "Fabric frames read.",
+            s.frames_received,
+        ),
+        (
+            "ramqp_fabric_batches_received",
+            "Fabric batches read.",
+            s.batches_received,
+        ),
+        (
+            "ramqp_fabric_frames_dropped",
+            "Fabric frames dropped on arrival (blocked peer, too large, malformed).",
+            s.frames_dropped,
+        ),
+        (
+            "ramqp_fabric_connects",
+            "Outbound fabric streams opened (connections and reconnections).",
+            s.connects,
+        ),
+        (
+            "ramqp_fabric_inbound_refused",
+            "Inbound fabric streams refused (wrong cluster, bad node id, blocked).",
+            s.inbound_refused,
+        ),
+    ];
+    for (name, help, value) in counters {
+        counter(encoder, name, help, value)?;
+    }
+    family(
+        encoder,
+        "ramqp_fabric_peer_up",
+        "1 while the fabric link to the peer is up.",
+        MetricType::Gauge,
+        fabric
+            .peers
+            .iter()
+            .map(|(id, up)| ([("peer", id.to_string())], ConstGauge::new(u64::from(*up)))),
+    )
+}
+
+fn encode_process(encoder: &mut DescriptorEncoder) -> fmt::Result {
+    if let Some(bytes) = process::resident_bytes() {
+        gauge(
+            encoder,
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            bytes,
+        )?;
+    }
+    if let Some(seconds) = process::cpu_seconds() {
+        let family = encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "Total user and system CPU time spent in seconds.",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(seconds).encode(family)?;
+    }
+    if let Some(n) = process::open_files() {
+        gauge(
+            encoder,
+            "process_open_fds",
+            "Number of open file descriptors.",
+            n,
+        )?;
+    }
+    if let Some(n) = process::max_open_files() {
+        gauge(
+            encoder,
+            "process_max_fds",
+            "Maximum number of open file descriptors.",
+            n,
+        )?;
+    }
+    Ok(())
+}

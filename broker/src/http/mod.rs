@@ -1,0 +1,72 @@
+//! The node's HTTP endpoint (`--http-listen`): `/healthz` (the process is
+//! up and answering), `/readyz` (the node serves: see `health.rs`) and
+//! `/metrics` (Prometheus text, `metrics.rs`). It is wiring of read-only
+//! views: the queues' stats, the Raft groups' figures, the store's, the
+//! engine's and the fabric's counters and the process's; it changes
+//! nothing and holds no lock across an await.
+//!
+//! - `server.rs`: the listener, HTTP/1.1 over hyper, the bounds (request
+//!   head, body, time, connections) and the routes;
+//! - `health.rs`: liveness and readiness;
+//! - `metrics.rs`: one scrape, gathered and encoded with
+//!   `prometheus-client`.
+//!
+//! What lives above it (the node's transient queues, its fatal fault, the
+//! fabric, whether it is stopping) is handed in by `node` as a
+//! [`NodeView`]; it must not know how the node is assembled, and nothing
+//! below `node` imports it.
+
+mod health;
+mod metrics;
+mod server;
+
+use std::sync::Arc;
+
+use crate::engine::EngineCounters;
+use crate::meta::Metadata;
+use crate::net::NodeId;
+use crate::queue::QueueStats;
+use crate::quorum::QuorumNode;
+
+pub(crate) use server::serve;
+
+/// What the endpoint needs from the node assembly.
+pub(crate) trait NodeView: Send + Sync + 'static {
+    /// This node's transient queues (quorum queues are read from the
+    /// [`QuorumNode`]).
+    fn transient_queues(&self) -> Vec<QueueStats>;
+    /// The node's first fatal storage fault, if there was one.
+    fn fatal(&self) -> Option<String>;
+    /// Whether the node is shutting down.
+    fn stopping(&self) -> bool;
+    /// Failed logins since start.
+    fn login_failures(&self) -> u64;
+    /// The fabric's counters and links, in cluster mode between processes.
+    fn fabric(&self) -> Option<FabricView>;
+}
+
+/// The fabric as the metrics show it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FabricView {
+    /// Traffic counters since start.
+    pub(crate) stats: fabric::FabricStats,
+    /// Each peer and whether its link is up now.
+    pub(crate) peers: Vec<(NodeId, bool)>,
+}
+
+/// Everything a request may read.
+pub(crate) struct Sources {
+    pub(crate) node_id: NodeId,
+    pub(crate) quorum: Arc<QuorumNode>,
+    pub(crate) metadata: Arc<Metadata>,
+    pub(crate) engine: Arc<EngineCounters>,
+    pub(crate) node: Arc<dyn NodeView>,
+}
+
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sources")
+            .field("node_id", &self.node_id)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,66 @@
+//! The node as the HTTP endpoint (`crate::http`) sees it: the parts of the
+//! assembly it may read (transient queues, the fatal fault, whether the
+//! node stops, failed logins, the fabric), behind the endpoint's
+//! [`NodeView`] trait, and starting the endpoint's listener.
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::fabric::FabricTransport;
+use super::fatal::FatalWatch;
+use super::registry::Registry;
+use crate::auth::Authenticator;
+use crate::http::{FabricView, NodeView, Sources};
+use crate::queue::QueueStats;
+
+/// What the endpoint reads of the node.
+pub(super) struct HttpView {
+    pub(super) registry: Arc<Registry>,
+    pub(super) fatal: FatalWatch,
+    pub(super) stopping: watch::Receiver<bool>,
+    pub(super) auth: Arc<Authenticator>,
+    pub(super) fabric: Option<Arc<FabricTransport>>,
+}
+
+impl NodeView for HttpView {
+    fn transient_queues(&self) -> Vec<QueueStats> {
+        self.registry.transient_stats()
+    }
+
+    fn fatal(&self) -> Option<String> {
+        self.fatal.current().map(|fault| fault.to_string())
+    }
+
+    fn stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    fn login_failures(&self) -> u64 {
+        self.auth.throttle().failures_total()
+    }
+
+    fn fabric(&self) -> Option<FabricView> {
+        let fabric = self.fabric.as_ref()?;
+        Some(FabricView {
+            stats: fabric.stats(),
+            peers: fabric
+                .peers()
+                .into_iter()
+                .map(|(id, _, up)| (id, up))
+                .collect(),
+        })
+    }
+}
+
+/// Serve the endpoint on `listener` in a task of its own: aborted by
+/// `Broker::shutdown` once everything else has stopped, or ending when
+/// the broker is dropped (the sender of `stopping` with it).
+pub(super) fn start(
+    listener: TcpListener,
+    sources: Sources,
+    stopping: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(crate::http::serve(listener, Arc::new(sources), stopping))
+}
