@@ -29,15 +29,24 @@ struct Answer {
     body: String,
 }
 
-/// Send `request` (a whole HTTP/1.1 request) and read the answer until the
-/// server closes the connection.
-async fn exchange(addr: SocketAddr, request: &[u8]) -> Answer {
+/// Send `request` (a whole HTTP/1.1 request) and read the answer's bytes
+/// until the server closes the connection.
+async fn exchange_bytes(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
     step("http exchange", async {
         let mut stream = TcpStream::connect(addr).await.expect("connects");
         // The server may answer and close before it read everything.
         let _ = stream.write_all(request).await;
         let mut bytes = Vec::new();
         let _ = stream.read_to_end(&mut bytes).await;
+        bytes
+    })
+    .await
+}
+
+/// Send `request` and parse the answer.
+async fn exchange(addr: SocketAddr, request: &[u8]) -> Answer {
+    {
+        let bytes = exchange_bytes(addr, request).await;
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head
@@ -49,8 +58,7 @@ async fn exchange(addr: SocketAddr, request: &[u8]) -> Answer {
             status,
             body: body.to_owned(),
         }
-    })
-    .await
+    }
 }
 
 async fn get(addr: SocketAddr, path: &str) -> Answer {
@@ -254,7 +262,7 @@ async fn metrics_follow_a_real_client() {
         3.0
     );
     assert!(figure(&samples, "ramqp_queue_bytes") > 3.0 * 9.0);
-    assert_eq!(figure(&samples, "ramqp_queue_paged_bytes"), 0.0);
+    assert!(!samples.contains_key("ramqp_queue_paged_bytes{address=\"/queues/watched\"}"));
     assert_eq!(figure(&samples, "ramqp_queue_consumers"), 0.0);
     assert!(samples["ramqp_connections"] >= 1.0);
     assert!(samples["ramqp_sessions"] >= 1.0);
@@ -300,6 +308,7 @@ async fn metrics_follow_a_real_client() {
     let quorum = |name: &str| queue_figure(&samples, name, "/quorum/watched");
     assert_eq!(quorum("ramqp_queue_ready_messages"), 5.0);
     assert_eq!(quorum("ramqp_queue_published_messages_total"), 5.0);
+    assert_eq!(quorum("ramqp_queue_paged_bytes"), 0.0);
     let group = |name: &str| samples[&format!("{name}{{group=\"/quorum/watched\"}}")];
     assert!(group("ramqp_raft_term") >= 1.0);
     assert!(group("ramqp_raft_applied_index") >= 1.0);
@@ -395,12 +404,13 @@ async fn scrape_with_10000_queues() {
     assert_eq!(queues, QUEUES);
     let mut times = Vec::new();
     let mut bytes = 0;
+    let request = b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n";
     for _ in 0..30 {
         let started = Instant::now();
-        let answer = get(addr, "/metrics").await;
+        let answer = exchange_bytes(addr, request).await;
         times.push(started.elapsed());
-        assert_eq!(answer.status, 200);
-        bytes = answer.body.len();
+        assert!(answer.starts_with(b"HTTP/1.1 200"));
+        bytes = answer.len();
     }
     times.sort();
     println!(

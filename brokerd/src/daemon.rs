@@ -179,6 +179,9 @@ fn announce(broker: &Broker) {
         written =
             written.and_then(|()| writeln!(stdout, "ramqp-brokerd {scheme} listening on {ws}"));
     }
+    if let Some(http) = broker.http_addr() {
+        written = written.and_then(|()| writeln!(stdout, "ramqp-brokerd http listening on {http}"));
+    }
     let written = written.and_then(|()| stdout.flush());
     if let Err(error) = written {
         // Nobody reading stdout (closed pipe) must not stop the broker.

@@ -110,7 +110,11 @@ def test_cluster_layouts_agree_with_themselves():
     fabric_port = int(env["FABRIC_PORT"])
     assert port_of(env["RAMQP_FABRIC_LISTEN"]) == fabric_port
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"amqp": port_of(env["RAMQP_LISTEN"]), "fabric": fabric_port}
+    assert ports == {
+        "amqp": port_of(env["RAMQP_LISTEN"]),
+        "fabric": fabric_port,
+        "http": port_of(env["RAMQP_HTTP_LISTEN"]),
+    }
     # The peer names the entrypoint makes are the per-ordinal Services.
     for ordinal in range(size):
         service = services[env["PEER_HOST_FORMAT"] % ordinal]
@@ -119,7 +123,7 @@ def test_cluster_layouts_agree_with_themselves():
         }
         assert [p["port"] for p in service["spec"]["ports"]] == [fabric_port]
     assert services[sts["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
-    assert container["readinessProbe"]["tcpSocket"]["port"] == "amqp"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] >= STOP_GRACE_S
     assert env["RAMQP_DATA_DIR"] in [m["mountPath"] for m in container["volumeMounts"]]
 

@@ -61,6 +61,8 @@ pub(crate) struct Sources {
     pub(crate) metadata: Arc<Metadata>,
     pub(crate) engine: Arc<EngineCounters>,
     pub(crate) node: Arc<dyn NodeView>,
+    /// Bytes of the last `/metrics` answer (to size the next one).
+    pub(crate) last_scrape_bytes: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Sources {

@@ -218,6 +218,7 @@ impl Broker {
                 metadata: parts.metadata.clone(),
                 engine: engine_counters.clone(),
                 node: Arc::new(view),
+                last_scrape_bytes: Default::default(),
             };
             http_view::start(listener, sources, shutdown_rx.clone())
         });
