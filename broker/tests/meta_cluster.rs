@@ -548,7 +548,7 @@ async fn add_a_fourth_node_then_remove_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_never_answers_is_not_added() {
-    let mut h = Harness::start(3, 3).await;
+    let h = Harness::start(3, 3).await;
     let leader = h.leader().await;
     declare(h.meta(leader), "before").await;
     // Node 4 is never opened: nothing answers for it. openraft alone would
