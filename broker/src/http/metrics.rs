@@ -1,9 +1,10 @@
 //! One `/metrics` scrape: the node's figures gathered into plain values
 //! (each queue's lock held for one `stats()` call, never two at once, never
-//! across an await), then encoded in the Prometheus text format by
-//! `prometheus-client` through a [`Collector`] that reads them at scrape
-//! time, so nothing is registered per queue and a deleted queue simply
-//! disappears from the next scrape.
+//! across an await), then encoded in the Prometheus text format: the
+//! families with a sample per queue or Raft group by `labelled_text.rs`,
+//! the node-wide ones by `prometheus-client` through a [`Collector`]. Nothing
+//! is registered per queue, so a deleted queue simply disappears from the
+//! next scrape.
 //!
 //! Names: `ramqp_*` for the broker's own, `process_*` as Prometheus'
 //! client libraries name them. Counters are per process: they restart from
@@ -20,6 +21,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::labelled_text::{family, label_set, Kind};
 use super::{FabricView, Sources};
 use crate::engine::EngineCounts;
 use crate::latency::LatencySnapshot;
@@ -77,13 +79,18 @@ fn gather(sources: &Sources) -> Scrape {
 
 /// Encode one scrape of the node in the Prometheus text format.
 pub(super) fn render(sources: &Arc<Sources>) -> Result<String, fmt::Error> {
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(NodeCollector(sources.clone())));
+    let started = std::time::Instant::now();
+    let scrape = Arc::new(gather(sources));
     // The last scrape's size and a little more, so the text (4.5 MB with
     // 10,000 queues) is not copied while it grows.
     let last = sources.last_scrape_bytes.load(Ordering::Relaxed);
     let mut text = String::with_capacity((last + last / 8).max(64 * 1024));
-    let started = std::time::Instant::now();
+    // The families with a sample per queue or group, by hand; the few
+    // node-wide ones through prometheus-client.
+    write_queues(&mut text, &scrape);
+    write_groups(&mut text, &scrape);
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(NodeCollector(scrape)));
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
     tracing::debug!(bytes = text.len(), took = ?started.elapsed(), "metrics scrape");
     sources
@@ -92,16 +99,22 @@ pub(super) fn render(sources: &Arc<Sources>) -> Result<String, fmt::Error> {
     Ok(text)
 }
 
-/// Reads the node at scrape time.
-#[derive(Debug)]
-struct NodeCollector(Arc<Sources>);
+/// Encodes the node-wide families of one gathered scrape.
+struct NodeCollector(Arc<Scrape>);
+
+impl fmt::Debug for NodeCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeCollector")
+            .field("queues", &self.0.queues.len())
+            .finish_non_exhaustive()
+    }
+}
 
 impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let scrape = gather(&self.0);
-        encode_queues(&mut encoder, &scrape)?;
-        encode_raft(&mut encoder, &scrape)?;
-        encode_node(&mut encoder, &scrape)?;
+        let scrape = &self.0;
+        encode_raft(&mut encoder, scrape)?;
+        encode_node(&mut encoder, scrape)?;
         encode_store(&mut encoder, &scrape.store)?;
         if let Some(fabric) = &scrape.fabric {
             encode_fabric(&mut encoder, fabric)?;
@@ -110,8 +123,9 @@ impl Collector for NodeCollector {
     }
 }
 
-/// One metric family: its help and type, then a sample per row.
-fn family<L: EncodeLabelSet, M: EncodeMetric>(
+/// One (small) metric family through prometheus-client: its help and
+/// type, then a sample per row.
+fn small_family<L: EncodeLabelSet, M: EncodeMetric>(
     encoder: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -151,139 +165,150 @@ fn histogram(
     family.encode_histogram::<NoLabelSet>(h.sum_seconds, h.count, &h.buckets, None)
 }
 
-fn encode_queues(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result {
-    type Figure = (
-        &'static str,
-        &'static str,
-        MetricType,
-        fn(&QueueStats) -> u64,
-    );
+fn write_queues(out: &mut String, scrape: &Scrape) {
+    type Figure = (&'static str, &'static str, Kind, fn(&QueueStats) -> u64);
     const FIGURES: [Figure; 8] = [
         (
             "ramqp_queue_ready_messages",
             "Messages waiting to be delivered.",
-            MetricType::Gauge,
+            Kind::Gauge,
             |q| q.ready as u64,
         ),
         (
             "ramqp_queue_unacknowledged_messages",
             "Messages delivered and not yet settled.",
-            MetricType::Gauge,
+            Kind::Gauge,
             |q| q.unsettled as u64,
         ),
         (
             "ramqp_queue_bytes",
             "Bytes of the messages held (waiting and unsettled).",
-            MetricType::Gauge,
+            Kind::Gauge,
             |q| q.bytes,
         ),
         (
             "ramqp_queue_paged_bytes",
             "Bytes of held messages kept in segment files, not in memory (quorum queues only).",
-            MetricType::Gauge,
+            Kind::Gauge,
             |q| q.paged_bytes,
         ),
         (
             "ramqp_queue_consumers",
             "Consumers attached.",
-            MetricType::Gauge,
+            Kind::Gauge,
             |q| q.consumers as u64,
         ),
         (
             "ramqp_queue_published_messages",
             "Messages taken into the queue (a quorum queue: enqueues this replica applied).",
-            MetricType::Counter,
+            Kind::Counter,
             |q| q.published_total,
         ),
         (
             "ramqp_queue_delivered_messages",
             "Deliveries to consumers by this node (redeliveries count again).",
-            MetricType::Counter,
+            Kind::Counter,
             |q| q.delivered_total,
         ),
         (
             "ramqp_queue_acknowledged_messages",
             "Deliveries settled accepted or rejected at this node.",
-            MetricType::Counter,
+            Kind::Counter,
             |q| q.acknowledged_total,
         ),
     ];
-    for (name, help, metric_type, value) in FIGURES {
-        let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
+    // Each queue's label set is escaped once, for all eight families.
+    let labels: Vec<String> = scrape
+        .queues
+        .iter()
+        .map(|q| label_set("address", &q.address))
+        .collect();
+    for (name, help, kind, value) in FIGURES {
         // A transient queue never pages: no series rather than a 0 for
         // each (a sample less per queue in a large scrape).
         let paging_only = name == "ramqp_queue_paged_bytes";
-        for queue in &scrape.queues {
-            if paging_only && !queue.address.starts_with("/quorum/") {
-                continue;
-            }
-            let labels = [("address", queue.address.as_str())];
-            let sample = family.encode_family(&labels)?;
-            match metric_type {
-                MetricType::Counter => ConstCounter::new(value(queue)).encode(sample)?,
-                _ => ConstGauge::new(value(queue)).encode(sample)?,
-            }
-        }
+        let rows = scrape
+            .queues
+            .iter()
+            .zip(&labels)
+            .filter(|(q, _)| !paging_only || q.address.starts_with("/quorum/"))
+            .map(|(q, l)| (l.as_str(), value(q)));
+        family(out, name, help, kind, rows);
     }
-    Ok(())
+}
+
+/// The per-group Raft families: the metadata group, then each quorum
+/// queue's group.
+fn write_groups(out: &mut String, scrape: &Scrape) {
+    type Figure = (&'static str, &'static str, fn(&RaftStatus) -> u64);
+    const FIGURES: [Figure; 5] = [
+        (
+            "ramqp_raft_term",
+            "The Raft term this node is in, per group.",
+            |s| s.term,
+        ),
+        (
+            "ramqp_raft_last_log_index",
+            "The last index in this node's Raft log, per group.",
+            |s| s.last_log_index.unwrap_or(0),
+        ),
+        (
+            "ramqp_raft_applied_index",
+            "The last Raft log index this node applied, per group (the commit index is not reported by openraft 0.9; applied trails it).",
+            |s| s.applied_index.unwrap_or(0),
+        ),
+        (
+            "ramqp_raft_leading",
+            "1 where this node leads the group.",
+            |s| u64::from(s.leading),
+        ),
+        (
+            "ramqp_raft_leader_known",
+            "1 where this node knows the group's leader.",
+            |s| u64::from(s.leader.is_some()),
+        ),
+    ];
+    let meta = label_set("group", "$meta");
+    let labels: Vec<String> = scrape
+        .groups
+        .iter()
+        .map(|(at, _, _)| {
+            let address = scrape.queues.get(*at).map_or("", |q| q.address.as_str());
+            label_set("group", address)
+        })
+        .collect();
+    let rows = || {
+        std::iter::once((meta.as_str(), &scrape.meta)).chain(
+            scrape
+                .groups
+                .iter()
+                .zip(&labels)
+                .map(|((_, status, _), l)| (l.as_str(), status)),
+        )
+    };
+    for (name, help, value) in FIGURES {
+        family(
+            out,
+            name,
+            help,
+            Kind::Gauge,
+            rows().map(|(l, s)| (l, value(s))),
+        );
+    }
+    family(
+        out,
+        "ramqp_raft_leader_changes",
+        "Changes of a quorum queue group's leader this replica saw since it opened.",
+        Kind::Counter,
+        scrape
+            .groups
+            .iter()
+            .zip(&labels)
+            .map(|((_, _, changes), l)| (l.as_str(), *changes)),
+    );
 }
 
 fn encode_raft(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result {
-    const META: &str = "$meta";
-    // The metadata group first, then each quorum queue's group.
-    let rows = || {
-        std::iter::once((META, &scrape.meta, None)).chain(scrape.groups.iter().map(
-            |(at, status, changes)| {
-                let address = scrape.queues.get(*at).map_or("", |q| q.address.as_str());
-                (address, status, Some(*changes))
-            },
-        ))
-    };
-    fn label(group: &str) -> [(&'static str, &str); 1] {
-        [("group", group)]
-    }
-    family(
-        encoder,
-        "ramqp_raft_term",
-        "The Raft term this node is in, per group.",
-        MetricType::Gauge,
-        rows().map(|(g, s, _)| (label(g), ConstGauge::new(s.term))),
-    )?;
-    family(
-        encoder,
-        "ramqp_raft_last_log_index",
-        "The last index in this node's Raft log, per group.",
-        MetricType::Gauge,
-        rows().map(|(g, s, _)| (label(g), ConstGauge::new(s.last_log_index.unwrap_or(0)))),
-    )?;
-    family(
-        encoder,
-        "ramqp_raft_applied_index",
-        "The last Raft log index this node applied, per group (the commit index is not reported by openraft 0.9; applied trails it).",
-        MetricType::Gauge,
-        rows().map(|(g, s, _)| (label(g), ConstGauge::new(s.applied_index.unwrap_or(0)))),
-    )?;
-    family(
-        encoder,
-        "ramqp_raft_leading",
-        "1 where this node leads the group.",
-        MetricType::Gauge,
-        rows().map(|(g, s, _)| (label(g), ConstGauge::new(u64::from(s.leading)))),
-    )?;
-    family(
-        encoder,
-        "ramqp_raft_leader_known",
-        "1 where this node knows the group's leader.",
-        MetricType::Gauge,
-        rows().map(|(g, s, _)| (label(g), ConstGauge::new(u64::from(s.leader.is_some())))),
-    )?;
-    family(
-        encoder,
-        "ramqp_raft_leader_changes",
-        "Changes of a quorum queue group's leader this replica saw since it opened.",
-        MetricType::Counter,
-        rows().filter_map(|(g, _, c)| c.map(|c| (label(g), ConstCounter::new(c)))),
-    )?;
     gauge(
         encoder,
         "ramqp_raft_groups",
@@ -452,7 +477,7 @@ fn encode_fabric(encoder: &mut DescriptorEncoder, fabric: &FabricView) -> fmt::R
     for (name, help, value) in counters {
         counter(encoder, name, help, value)?;
     }
-    family(
+    small_family(
         encoder,
         "ramqp_fabric_peer_up",
         "1 while the fabric link to the peer is up.",

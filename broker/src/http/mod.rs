@@ -17,6 +17,7 @@
 //! below `node` imports it.
 
 mod health;
+mod labelled_text;
 mod metrics;
 mod server;
 
