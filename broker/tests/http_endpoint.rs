@@ -181,6 +181,12 @@ async fn health_and_readiness_answer_and_unknown_paths_are_404() {
         a.status == 200
     })
     .await;
+    // The status page is served at /, its script inline, calling the API.
+    let page = get(addr, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.starts_with("<!doctype html>"), "{page:?}");
+    assert!(page.body.contains("fetch(path"), "{page:?}");
+    assert!(page.body.contains("/api/queues"), "{page:?}");
     assert_eq!(get(addr, "/nope").await.status, 404);
     assert_eq!(get(addr, "/metrics/extra").await.status, 404);
     let post = exchange(

@@ -19,6 +19,7 @@
 mod health;
 mod labelled_text;
 mod metrics;
+mod page;
 mod server;
 
 use std::sync::Arc;

@@ -142,6 +142,7 @@ async fn route(request: Request<Incoming>, sources: Arc<Sources>) -> Answer {
             Err(reason) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")),
         },
         "/metrics" => metrics(sources).await,
+        "/" => super::page::answer(),
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
     }
 }
