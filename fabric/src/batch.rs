@@ -69,6 +69,8 @@ pub(crate) fn batches(
         }
         Counters::add(&w.counters.batches_sent, 1);
         Counters::add(&w.counters.frames_sent, frames.len() as u64);
+        let bytes: usize = frames.iter().map(|f| f.body_size()).sum();
+        Counters::add(&w.counters.bytes_sent, bytes as u64);
         Some((Batch { frames }, w))
     })
 }

@@ -149,15 +149,21 @@ impl Fabric {
         let peer = self.peer(target);
         let closed = self.shared.shutdown.is_cancelled();
         let max = self.shared.settings.max_message_bytes;
+        let counters = self.shared.counters.clone();
         async move {
-            if closed {
-                return Err(CallError::Closed);
-            }
-            Peer::check_size(max, &envelope)?;
-            match peer {
-                Some(peer) => peer.call(envelope).await,
-                None => Err(CallError::Unreachable(target)),
-            }
+            // Failures past this point are counted by the peer's link.
+            let refused = if closed {
+                CallError::Closed
+            } else if let Err(e) = Peer::check_size(max, &envelope) {
+                e
+            } else {
+                match peer {
+                    Some(peer) => return peer.call(envelope).await,
+                    None => CallError::Unreachable(target),
+                }
+            };
+            crate::stats::Counters::add(&counters.calls_failed, 1);
+            Err(refused)
         }
     }
 

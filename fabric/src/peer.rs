@@ -142,8 +142,18 @@ impl Peer {
             })
     }
 
-    /// Sends a call and waits for its answer (bounded by the call timeout).
+    /// Sends a call and waits for its answer (bounded by the call timeout);
+    /// a failure is counted.
     pub(crate) async fn call(self: Arc<Self>, envelope: Envelope) -> Result<Bytes, CallError> {
+        let counters = self.counters.clone();
+        let result = self.call_once(envelope).await;
+        if result.is_err() {
+            Counters::add(&counters.calls_failed, 1);
+        }
+        result
+    }
+
+    async fn call_once(self: Arc<Self>, envelope: Envelope) -> Result<Bytes, CallError> {
         Self::check_size(self.settings.max_message_bytes, &envelope)?;
         let deadline = Instant::now() + self.settings.call_timeout;
         let (tx, epoch) = self.sender()?;
@@ -310,7 +320,7 @@ impl Peer {
 
     /// Completes the calls answered in `batch`.
     fn answers(&self, batch: Batch) {
-        self.counters.received(batch.frames.len());
+        self.counters.received(&batch.frames);
         if self.blocked.load(Ordering::Acquire) {
             Counters::add(&self.counters.frames_dropped, batch.frames.len() as u64);
             return;

@@ -216,7 +216,7 @@ impl Reader {
 
     fn batch(&self, batch: Batch) {
         let counters = &self.shared.counters;
-        counters.received(batch.frames.len());
+        counters.received(&batch.frames);
         if self.blocked.load(Ordering::Acquire) {
             Counters::add(&counters.frames_dropped, batch.frames.len() as u64);
             return;

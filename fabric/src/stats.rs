@@ -22,6 +22,13 @@ pub struct FabricStats {
     pub connects: u64,
     /// Inbound streams refused (wrong cluster, bad node id, blocked peer).
     pub inbound_refused: u64,
+    /// Envelope bytes (`meta` + `payload`) of the frames written.
+    pub bytes_sent: u64,
+    /// Envelope bytes of the frames read.
+    pub bytes_received: u64,
+    /// Calls this node made that failed: unreachable, timed out, refused as
+    /// too large or by backpressure, or answered with an error.
+    pub calls_failed: u64,
 }
 
 /// The live counters behind [`FabricStats`].
@@ -34,6 +41,9 @@ pub(crate) struct Counters {
     pub(crate) frames_dropped: AtomicU64,
     pub(crate) connects: AtomicU64,
     pub(crate) inbound_refused: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+    pub(crate) calls_failed: AtomicU64,
 }
 
 impl Counters {
@@ -42,10 +52,12 @@ impl Counters {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Counts one batch of `frames` frames read from a stream.
-    pub(crate) fn received(&self, frames: usize) {
+    /// Counts one batch read from a stream.
+    pub(crate) fn received(&self, frames: &[crate::proto::Frame]) {
+        let bytes: usize = frames.iter().map(|f| f.body_size()).sum();
         Self::add(&self.batches_received, 1);
-        Self::add(&self.frames_received, frames as u64);
+        Self::add(&self.frames_received, frames.len() as u64);
+        Self::add(&self.bytes_received, bytes as u64);
     }
 
     /// A snapshot of the counters.
@@ -59,6 +71,9 @@ impl Counters {
             frames_dropped: get(&self.frames_dropped),
             connects: get(&self.connects),
             inbound_refused: get(&self.inbound_refused),
+            bytes_sent: get(&self.bytes_sent),
+            bytes_received: get(&self.bytes_received),
+            calls_failed: get(&self.calls_failed),
         }
     }
 }

@@ -34,10 +34,18 @@ async fn calls_round_trip_both_ways() {
             }
         }
         // Unknown peer: fails at once.
+        let before = nodes[0].fabric.stats();
         assert_eq!(
             nodes[0].fabric.call(99, Envelope::default()).await,
             Err(CallError::Unreachable(99))
         );
+        let after = nodes[0].fabric.stats();
+        assert_eq!(after.calls_failed, before.calls_failed + 1);
+        // Node 1 made two calls to each of two peers, one answered "boom"
+        // each; every call carried a 5-byte payload and a 1-byte meta.
+        assert_eq!(before.calls_failed, 2);
+        assert!(before.bytes_sent >= 2 * 6, "{before:?}");
+        assert!(before.bytes_received >= 2 * 6, "{before:?}");
         for n in nodes {
             n.fabric.shutdown().await;
         }

@@ -464,6 +464,21 @@ fn encode_fabric(encoder: &mut DescriptorEncoder, fabric: &FabricView) -> fmt::R
             s.frames_dropped,
         ),
         (
+            "ramqp_fabric_sent_bytes",
+            "Envelope bytes (meta and payload) of the fabric frames written.",
+            s.bytes_sent,
+        ),
+        (
+            "ramqp_fabric_received_bytes",
+            "Envelope bytes of the fabric frames read.",
+            s.bytes_received,
+        ),
+        (
+            "ramqp_fabric_calls_failed",
+            "Fabric calls this node made that failed (unreachable, timed out, refused, or answered with an error).",
+            s.calls_failed,
+        ),
+        (
             "ramqp_fabric_connects",
             "Outbound fabric streams opened (connections and reconnections).",
             s.connects,
