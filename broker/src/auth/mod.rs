@@ -21,7 +21,7 @@ use std::sync::{Arc, RwLock};
 pub use login_throttle::LoginThrottle;
 pub use permissions::{Access, Permissions};
 pub use scram::{ScramCredential, ScramServer};
-pub use users_file::{UserEntry, UserRecord, UsersFile, UsersFileError};
+pub use users_file::{UserEntry, UserRecord, UsersFile, UsersFileError, ADMINISTRATOR_TAG};
 
 use crate::config::SaslConfig;
 
@@ -75,6 +75,8 @@ impl Authenticator {
                 name: user.username.clone(),
                 credential: ScramCredential::new(&user.password),
                 permissions: Permissions::all(),
+                // They may do everything over AMQP already.
+                administrator: true,
             };
             if config_users
                 .insert(user.username.clone(), Arc::new(entry))
@@ -150,11 +152,17 @@ impl Authenticator {
     /// Check a PLAIN login; the user's permissions if it is right. An
     /// unknown name costs the same PBKDF2 work as a wrong password.
     pub fn check_plain(&self, name: &str, password: &[u8]) -> Option<Permissions> {
+        self.check_password(name, password)
+            .map(|user| user.permissions.clone())
+    }
+
+    /// Check a name and password (SASL PLAIN, HTTP basic auth) against the
+    /// stored credential: PBKDF2 with its salt and iterations, compared in
+    /// constant time. The user on success; an unknown name costs the same
+    /// work as a wrong password.
+    pub fn check_password(&self, name: &str, password: &[u8]) -> Option<Arc<UserEntry>> {
         match self.user(name) {
-            Some(user) => user
-                .credential
-                .verify_password(password)
-                .then(|| user.permissions.clone()),
+            Some(user) => user.credential.verify_password(password).then_some(user),
             None => {
                 let _ = scram::decoy_credential(&self.secret, name).verify_password(password);
                 None

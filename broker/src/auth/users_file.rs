@@ -9,7 +9,13 @@
 //! configure = "^/queues/app-"
 //! write = "^/queues/app-"
 //! read = "^/queues/app-"
+//! tags = ["administrator"]   # optional; see below
 //! ```
+//!
+//! `tags` (optional, empty when absent, so files written before it load
+//! as they are) name roles beyond the three patterns; the one the broker
+//! knows is [`ADMINISTRATOR_TAG`]: the HTTP management API's connections,
+//! nodes and leadership moves. Unknown tags are kept and ignored.
 //!
 //! Owns reading, checking and (atomically, mode 0600) writing that file;
 //! knows nothing of connections.
@@ -22,6 +28,10 @@ use serde::{Deserialize, Serialize};
 
 use super::permissions::Permissions;
 use super::scram::ScramCredential;
+
+/// The tag that lets a user manage the node through the HTTP API
+/// (connections, nodes, moving leadership), as RabbitMQ's.
+pub const ADMINISTRATOR_TAG: &str = "administrator";
 
 /// Largest users file read (a user is a few hundred bytes).
 const FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
@@ -64,6 +74,10 @@ pub struct UserRecord {
     /// Addresses the user may consume from.
     #[serde(default)]
     pub read: String,
+    /// Roles beyond the patterns, e.g. [`ADMINISTRATOR_TAG`]; not written
+    /// when empty, so such a file reads as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// The whole file.
@@ -84,6 +98,8 @@ pub struct UserEntry {
     pub credential: ScramCredential,
     /// What the user may do.
     pub permissions: Permissions,
+    /// Whether the user has the [`ADMINISTRATOR_TAG`].
+    pub administrator: bool,
 }
 
 impl UsersFile {
@@ -189,7 +205,14 @@ impl UserRecord {
             configure: configure.to_owned(),
             write: write.to_owned(),
             read: read.to_owned(),
+            tags: Vec::new(),
         }
+    }
+
+    /// The same record with `tags`.
+    pub fn with_tags(mut self, tags: Vec<String>) -> UserRecord {
+        self.tags = tags;
+        self
     }
 
     /// Decode and compile; the error names the user.
@@ -205,6 +228,7 @@ impl UserRecord {
             name: self.name.clone(),
             credential,
             permissions,
+            administrator: self.tags.iter().any(|t| t == ADMINISTRATOR_TAG),
         })
     }
 }
@@ -241,9 +265,29 @@ mod tests {
         assert!(app.permissions.allows(Access::Write, "/queues/b"));
         assert!(!app.permissions.allows(Access::Write, "/queues/a"));
         assert!(!app.permissions.allows(Access::Read, "/queues/b"));
+        assert!(!app.administrator);
         let mut loaded = loaded;
         assert!(loaded.remove("ops"));
         assert!(!loaded.remove("ops"));
+    }
+
+    #[test]
+    fn tags_are_optional_and_administrator_is_known() {
+        let old = "[[user]]\nname = \"app\"\nscram_sha256 = \"CRED\"\nread = \".*\"\n";
+        let credential = ScramCredential::new("pw").encode();
+        let old = old.replace("CRED", &credential);
+        let file = UsersFile::parse(&old).unwrap();
+        assert!(file.users[0].tags.is_empty());
+        assert!(!file.compile().unwrap()["app"].administrator);
+        // Written without the key while empty, so older brokers read it.
+        assert!(!toml::to_string(&file).unwrap().contains("tags"));
+        let admin = UserRecord::new("ops", "pw", "", "", "")
+            .with_tags(vec!["monitoring".into(), ADMINISTRATOR_TAG.into()]);
+        let file = UsersFile { users: vec![admin] };
+        let text = toml::to_string(&file).unwrap();
+        let back = UsersFile::parse(&text).unwrap();
+        assert_eq!(back, file);
+        assert!(back.compile().unwrap()["ops"].administrator);
     }
 
     #[test]

@@ -34,6 +34,11 @@ pub enum UserCommand {
         /// Regex of the addresses the user may consume from.
         #[arg(long, value_name = "RE", default_value = "")]
         read: String,
+        /// Tags, comma-separated: `administrator` lets the user list and
+        /// close connections, see the nodes and move leadership through
+        /// the HTTP management API.
+        #[arg(long, value_name = "TAG,...", value_delimiter = ',')]
+        tags: Vec<String>,
     },
     /// Remove a user.
     Delete {
@@ -70,14 +75,25 @@ pub fn run(command: UserCommand) -> anyhow::Result<String> {
             configure,
             write,
             read,
+            tags,
         } => {
             if name.is_empty() {
                 bail!("the user name is empty");
             }
+            let tags: Vec<String> = tags
+                .into_iter()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+                .collect();
+            if let Some(bad) = tags.iter().find(|t| !valid_tag(t)) {
+                bail!("tag {bad:?}: letters, digits, '-' and '_' only");
+            }
             Permissions::new(&configure, &write, &read).map_err(anyhow::Error::msg)?;
             let mut users = load_or_empty(&file)?;
             let replaced = users.users.iter().any(|u| u.name == name);
-            users.upsert(UserRecord::new(&name, &password, &configure, &write, &read));
+            users.upsert(
+                UserRecord::new(&name, &password, &configure, &write, &read).with_tags(tags),
+            );
             users.save(&file)?;
             let verb = if replaced { "updated" } else { "added" };
             Ok(format!(
@@ -101,21 +117,34 @@ pub fn run(command: UserCommand) -> anyhow::Result<String> {
         UserCommand::List { file } => {
             let users = UsersFile::load(&file)?;
             let mut out = format!(
-                "{:<20} {:<24} {:<24} {:<24}\n",
-                "NAME", "CONFIGURE", "WRITE", "READ"
+                "{:<20} {:<24} {:<24} {:<24} {}\n",
+                "NAME", "CONFIGURE", "WRITE", "READ", "TAGS"
             );
             for user in &users.users {
                 out.push_str(&format!(
-                    "{:<20} {:<24} {:<24} {:<24}\n",
+                    "{:<20} {:<24} {:<24} {:<24} {}\n",
                     user.name,
                     shown(&user.configure),
                     shown(&user.write),
-                    shown(&user.read)
+                    shown(&user.read),
+                    if user.tags.is_empty() {
+                        "(none)".to_owned()
+                    } else {
+                        user.tags.join(",")
+                    }
                 ));
             }
             Ok(out.trim_end().to_owned())
         }
     }
+}
+
+/// A tag is a plain word (it is written into the file and shown in lists).
+fn valid_tag(tag: &str) -> bool {
+    tag.len() <= 64
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// An empty pattern shown as what it means.
