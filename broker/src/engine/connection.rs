@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::connections::Registration;
 use super::error::ConnectionError;
 use super::handshake;
 use super::outbox::Outbox;
@@ -47,6 +48,8 @@ pub(super) struct Connection {
     buf: BytesMut,
     out: Outbox,
     sent_open: bool,
+    /// Its place in the node's table of connections, until it ends.
+    registration: Registration,
 }
 
 impl Connection {
@@ -55,6 +58,7 @@ impl Connection {
         context: Arc<ConnectionContext>,
         admitted: bool,
         shutdown: watch::Receiver<bool>,
+        registration: Registration,
     ) -> Connection {
         let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
         buf.extend_from_slice(&transport.prefix);
@@ -70,6 +74,7 @@ impl Connection {
             buf,
             out: Outbox::default(),
             sent_open: false,
+            registration,
         }
     }
 
@@ -119,6 +124,8 @@ impl Connection {
             }
         };
         tracing::debug!(peer = %self.peer, user = login.user.as_deref(), tls = self.secure, container = %open.container_id, "connection open");
+        self.registration
+            .opened(login.user.as_deref(), &open.container_id);
         let result = self.serve_open(*open, login.permissions).await;
         match result {
             Err(ConnectionError::ClosedByPeer) => {
@@ -226,6 +233,7 @@ impl Connection {
             open.max_frame_size,
             limits.channel_max.min(open.channel_max),
             permissions,
+            self.registration.sessions(),
         );
         let result = self
             .event_loop(&mut state, &mut events, &limits, open.idle_time_out)
@@ -259,6 +267,7 @@ impl Connection {
         let mut last_read = Instant::now();
         let mut last_write = Instant::now();
         let max_frame = limits.max_frame_size_bytes;
+        let close_requested = self.registration.close_requested();
         loop {
             // Frames may already be buffered: pipelined behind `open`, or
             // several in one read.
@@ -312,6 +321,7 @@ impl Connection {
             tokio::select! {
                 biased;
                 _ = self.shutdown.changed() => return Err(ConnectionError::Shutdown),
+                () = close_requested.notified() => return Err(ConnectionError::ClosedByOperator),
                 read = self.stream.read_buf(&mut self.buf) => {
                     if read? == 0 {
                         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
@@ -382,6 +392,13 @@ impl Connection {
             ConnectionError::Shutdown => Some(Error::new(
                 condition::CONNECTION_FORCED,
                 "the broker is shutting down",
+            )),
+            ConnectionError::ClosedByOperator => Some(Error::new(
+                condition::CONNECTION_FORCED,
+                format!(
+                    "closed by an operator (connection {})",
+                    self.registration.id()
+                ),
             )),
             ConnectionError::Io(_) | ConnectionError::ClosedByPeer => None,
         };

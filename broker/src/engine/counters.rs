@@ -1,7 +1,9 @@
 //! [`EngineCounters`]: how many AMQP connections and sessions the node's
 //! engine serves now and has served, kept with relaxed atomics by guards
 //! that count down when the connection task or the session goes, whatever
-//! way it goes. Read by the metrics endpoint; it knows nothing of frames.
+//! way it goes; a session guard also keeps its connection's own count of
+//! sessions (`connections.rs`). Read by the metrics endpoint and the
+//! management API; it knows nothing of frames.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -41,10 +43,15 @@ enum Gauge {
 pub(crate) struct Counted {
     counters: Arc<EngineCounters>,
     gauge: Gauge,
+    /// A session's connection's count of open sessions.
+    connection_sessions: Option<Arc<AtomicU64>>,
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
+        if let Some(sessions) = &self.connection_sessions {
+            sessions.fetch_sub(1, Ordering::Relaxed);
+        }
         let open = match self.gauge {
             Gauge::Connection => &self.counters.connections_open,
             Gauge::Session => &self.counters.sessions_open,
@@ -61,16 +68,20 @@ impl EngineCounters {
         Counted {
             counters: self.clone(),
             gauge: Gauge::Connection,
+            connection_sessions: None,
         }
     }
 
-    /// Count a session for as long as the guard lives.
-    pub(crate) fn session(self: &Arc<Self>) -> Counted {
+    /// Count a session for as long as the guard lives, here and in its
+    /// connection's `sessions`.
+    pub(crate) fn session(self: &Arc<Self>, sessions: &Arc<AtomicU64>) -> Counted {
         self.sessions_open.fetch_add(1, Ordering::Relaxed);
         self.sessions_total.fetch_add(1, Ordering::Relaxed);
+        sessions.fetch_add(1, Ordering::Relaxed);
         Counted {
             counters: self.clone(),
             gauge: Gauge::Session,
+            connection_sessions: Some(sessions.clone()),
         }
     }
 

@@ -19,6 +19,9 @@ pub(crate) enum ConnectionError {
     /// The broker is shutting down.
     #[error("broker shutting down")]
     Shutdown,
+    /// An operator closed this connection (the management API).
+    #[error("closed by an operator")]
+    ClosedByOperator,
 }
 
 impl ConnectionError {

@@ -9,6 +9,7 @@
 mod attach;
 mod authorize;
 mod connection;
+mod connections;
 mod counters;
 mod deliver;
 mod error;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
+pub(crate) use connections::{ConnectionInfo, LiveConnections, TransportKind};
 pub(crate) use counters::Counted;
 pub(crate) use counters::{EngineCounters, EngineCounts};
 pub(crate) use transport::{ByteStream, Transport};
@@ -45,6 +47,8 @@ pub(crate) struct ConnectionContext {
     pub(crate) queues: Arc<dyn QueueDirectory>,
     /// Connections and sessions served, for metrics.
     pub(crate) counters: Arc<EngineCounters>,
+    /// The connections served now, for the operator.
+    pub(crate) connections: Arc<LiveConnections>,
 }
 
 /// Serve one accepted connection (TCP or TLS, see [`Transport`]) until it
@@ -57,7 +61,13 @@ pub(crate) async fn serve(
     shutdown: watch::Receiver<bool>,
 ) {
     let _counted = context.counters.connection();
-    connection::Connection::new(transport, context, permit.is_some(), shutdown)
+    let registration = context.connections.register(
+        transport.peer,
+        transport.kind,
+        transport.secure,
+        transport.accepted_at,
+    );
+    connection::Connection::new(transport, context, permit.is_some(), shutdown, registration)
         .run()
         .await;
     drop(permit);

@@ -45,6 +45,9 @@ pub(crate) struct State {
     pub(crate) permissions: crate::auth::Permissions,
     /// Local transactions declared on this connection (`transaction.rs`).
     pub(crate) transactions: super::transaction::Transactions,
+    /// This connection's count of open sessions, as the operator sees it
+    /// (`connections.rs`); kept by each session's guard.
+    pub(crate) open_sessions: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl State {
@@ -54,6 +57,7 @@ impl State {
         remote_max_frame_size: u32,
         channel_max: u16,
         permissions: crate::auth::Permissions,
+        open_sessions: Arc<std::sync::atomic::AtomicU64>,
     ) -> State {
         State {
             context,
@@ -67,6 +71,7 @@ impl State {
             relay_wait: None,
             permissions,
             transactions: Default::default(),
+            open_sessions,
         }
     }
 
@@ -176,7 +181,7 @@ impl State {
             begin.incoming_window,
         );
         session.next_incoming_id = begin.next_outgoing_id;
-        session.counted = Some(self.context.counters.session());
+        session.counted = Some(self.context.counters.session(&self.open_sessions));
         let reply = Begin {
             remote_channel: Some(channel),
             next_outgoing_id: session.next_outgoing_id,

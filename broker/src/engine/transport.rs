@@ -24,6 +24,8 @@ pub(crate) struct Transport {
     pub(crate) peer: SocketAddr,
     /// Whether the bytes are encrypted (TLS).
     pub(crate) secure: bool,
+    /// The listener's kind of transport, as the operator sees it.
+    pub(crate) kind: super::TransportKind,
     /// The subject CN of the peer's verified client certificate (SASL
     /// EXTERNAL logs in as it).
     pub(crate) client_name: Option<String>,
