@@ -189,14 +189,19 @@ impl Default for WebSocketConfig {
     }
 }
 
-/// The HTTP endpoint (`/healthz`, `/readyz`, `/metrics`): off unless
-/// `listen` is set. Not authenticated: bind it where only the operator's
-/// scraper and probes reach it.
+/// The HTTP endpoint: off unless `listen` is set. `/healthz`, `/readyz`
+/// and `/metrics` are not authenticated (bind them where only the
+/// operator's scraper and probes reach them). The management API under
+/// `/api/` answers only on a loopback listener or over TLS, with HTTP
+/// basic auth against the users when there are any.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     /// Address of the HTTP listener; none: no HTTP endpoint.
     pub listen: Option<SocketAddr>,
+    /// Serve HTTPS with the AMQP listener's `[tls]` certificate and key
+    /// (which then must be configured).
+    pub tls: bool,
 }
 
 /// SASL settings.

@@ -89,17 +89,17 @@ const LAYERS: &[(&str, u32, &str)] = &[
     ("admin", 7, "the operator's requests and their answers"),
     (
         "http",
-        7,
-        "health, readiness and Prometheus metrics over read-only views",
+        8,
+        "health, readiness, Prometheus metrics and the management API over admin",
     ),
     (
         "node",
-        8,
+        9,
         "the assembly: Broker, registry, fabric adapter, Cluster",
     ),
     (
         "fuzz_checks",
-        9,
+        10,
         "the checks of the fuzz targets and the corpus replay, over every decoder",
     ),
 ];

@@ -45,6 +45,10 @@ docs/operations.md for all of them):
     cert_file = \"/etc/ramqp/server.pem\"
     key_file = \"/etc/ramqp/server.key\"
 
+    [http]                    # health, metrics, management API
+    listen = \"0.0.0.0:15672\"
+    tls = true                # HTTPS with the [tls] certificate
+
     [queues]
     auto_create = false
     declare = [\"orders\", \"audit\"]
@@ -140,10 +144,23 @@ pub struct Cli {
 
     /// Serve HTTP on this address: /healthz (alive), /readyz (serving:
     /// metadata leader known, store writable, no disk alarm) and /metrics
-    /// (Prometheus text). Not authenticated: bind it to a private address
-    /// (`[http] listen`) [default: none].
+    /// (Prometheus text), not authenticated: bind it to a private address;
+    /// and the JSON management API under /api/ (basic auth with the
+    /// --users credentials), which answers only on a loopback address or
+    /// with --http-tls (`[http] listen`) [default: none].
     #[arg(long, env = "RAMQP_HTTP_LISTEN", value_name = "HOST:PORT", value_parser = parse_listen)]
     pub http_listen: Option<SocketAddr>,
+
+    /// Serve --http-listen as HTTPS with the AMQP TLS certificate and key
+    /// (--tls-listen, --tls-cert, --tls-key), so the management API may
+    /// be reached from other hosts (`[http] tls = true`).
+    #[arg(
+        long,
+        env = "RAMQP_HTTP_TLS",
+        action = ArgAction::SetTrue,
+        value_parser = BoolishValueParser::new()
+    )]
+    pub http_tls: bool,
 
     /// The users file: salted SCRAM-SHA-256 credentials and permissions,
     /// managed with `ramqp-ctl user add|delete|list --file FILE`. PLAIN and
@@ -489,6 +506,8 @@ mod tests {
             "RAMQP_WS_LISTEN",
             "--http-listen",
             "RAMQP_HTTP_LISTEN",
+            "--http-tls",
+            "RAMQP_HTTP_TLS",
             "--users",
             "RAMQP_USERS",
             "--allow-anonymous",

@@ -180,6 +180,9 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     if let Some(addr) = cli.http_listen {
         broker.http.listen = Some(addr);
     }
+    if cli.http_tls {
+        broker.http.tls = true;
+    }
     if let Some(addr) = cli.tls_listen {
         broker.tls.listen = Some(addr);
     }

@@ -23,6 +23,7 @@ const OUR_VARS: &[&str] = &[
     "RAMQP_MAX_CONNECTIONS_PER_ADDRESS",
     "RAMQP_IDLE_TIMEOUT_MS",
     "RAMQP_HTTP_LISTEN",
+    "RAMQP_HTTP_TLS",
     "RAMQP_NODE_ID",
     "RAMQP_FABRIC_LISTEN",
     "RAMQP_PEERS",
@@ -348,6 +349,7 @@ fn after_help_example_parses() {
     let settings = parse_file(&example).unwrap();
     assert!(!settings.broker.sasl.anonymous_allowed());
     assert_eq!(settings.log.format, LogFormat::Json);
+    assert!(settings.broker.http.tls);
 }
 
 #[test]
@@ -597,4 +599,27 @@ fn http_endpoint_from_flag_env_and_file() {
     );
     assert!(parse_with_env(&["--http-listen", "not-an-address"], &[]).is_err());
     assert!(parse_file("[http]\nlisten = \"0.0.0.0:9100\"\nport = 1\n").is_err());
+}
+
+#[test]
+fn http_tls_from_flag_env_and_file() {
+    assert!(!resolve(&parse(&[])).unwrap().broker.http.tls);
+    let file = parse_file("[http]\nlisten = \"0.0.0.0:9100\"\ntls = true\n").unwrap();
+    assert!(file.broker.http.tls);
+    let plain = parse_file("[http]\nlisten = \"0.0.0.0:9100\"\n").unwrap();
+    let env = [("RAMQP_HTTP_TLS", "true")];
+    assert!(
+        apply_cli(plain.clone(), &parse_with_env(&[], &env).unwrap())
+            .broker
+            .http
+            .tls
+    );
+    assert!(
+        apply_cli(plain.clone(), &parse(&["--http-tls"]))
+            .broker
+            .http
+            .tls
+    );
+    assert!(!apply_cli(plain, &parse(&[])).broker.http.tls);
+    assert!(parse_file("[http]\ntls = \"yes\"\n").is_err());
 }

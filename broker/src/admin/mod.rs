@@ -125,6 +125,20 @@ pub struct QueueStatus {
     pub term: Option<u64>,
 }
 
+/// The summary of a purge of `messages` messages from `address`, as
+/// [`purged_messages`] reads it back (the answer travels between nodes
+/// as text).
+pub(crate) fn purge_summary(address: &str, messages: usize) -> String {
+    format!("purged {address} ({messages} messages)")
+}
+
+/// The count of messages a purge's summary names; `None` for a summary
+/// worded otherwise (a node of another version).
+pub(crate) fn purged_messages(summary: &str) -> Option<u64> {
+    let (_, count) = summary.strip_prefix("purged ")?.rsplit_once(" (")?;
+    count.strip_suffix(" messages)")?.parse().ok()
+}
+
 /// The fabric envelope kind of admin requests (the payload is a postcard
 /// [`AdminRequest`], the answer a postcard [`AdminResponse`]).
 pub const ADMIN_ENVELOPE_KIND: u32 = 0x0a00;
@@ -138,4 +152,19 @@ pub fn encode_request(request: &AdminRequest) -> Vec<u8> {
 /// Decode an answer off the wire.
 pub fn decode_response(bytes: &[u8]) -> Result<AdminResponse, postcard::Error> {
     postcard::from_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_purge_summary_gives_its_count_back() {
+        let summary = super::purge_summary("/quorum/a (b)", 42);
+        assert_eq!(summary, "purged /quorum/a (b) (42 messages)");
+        assert_eq!(super::purged_messages(&summary), Some(42));
+        assert_eq!(super::purged_messages("purged /queues/x"), None);
+        assert_eq!(
+            super::purged_messages("deleted /queues/x (3 messages)"),
+            None
+        );
+    }
 }

@@ -1,21 +1,31 @@
 //! The node's HTTP endpoint (`--http-listen`): `/healthz` (the process is
-//! up and answering), `/readyz` (the node serves: see `health.rs`) and
-//! `/metrics` (Prometheus text, `metrics.rs`). It is wiring of read-only
+//! up and answering), `/readyz` (the node serves: see `health.rs`),
+//! `/metrics` (Prometheus text, `metrics.rs`), the status page at `/` and
+//! the JSON management API under `/api/` (`api/`). Health and metrics are wiring of read-only
 //! views: the queues' stats, the Raft groups' figures, the store's, the
-//! engine's and the fabric's counters and the process's; it changes
-//! nothing and holds no lock across an await.
+//! engine's and the fabric's counters and the process's. The API changes
+//! things only through what already does them: admin's service (status,
+//! delete, purge, leadership), the queue directory's prepare (declare, as
+//! an attach), the engine's table of live connections (close). No lock is
+//! held across an await.
 //!
-//! - `server.rs`: the listener, HTTP/1.1 over hyper, the bounds (request
-//!   head, body, time, connections) and the routes;
+//! - `server.rs`: the listener (HTTP, or HTTPS with the AMQP listener's
+//!   certificate), HTTP/1.1 over hyper, the bounds (request head, body,
+//!   time, connections) and the routes;
 //! - `health.rs`: liveness and readiness;
-//! - `metrics.rs`: one scrape, gathered and encoded with
-//!   `prometheus-client`.
+//! - `metrics.rs`: one scrape, gathered and encoded (`labelled_text.rs`
+//!   writes the per-queue and per-group families);
+//! - `page.rs`: the status page at `/`, which reads the API from the
+//!   browser;
+//! - `api/`: the management API: who may call it (`access.rs`), its
+//!   routes, and the answers for queues, the cluster and connections.
 //!
 //! What lives above it (the node's transient queues, its fatal fault, the
 //! fabric, whether it is stopping) is handed in by `node` as a
 //! [`NodeView`]; it must not know how the node is assembled, and nothing
-//! below `node` imports it.
+//! below `node` imports it. It sits above `admin` and speaks no fabric.
 
+mod api;
 mod health;
 mod labelled_text;
 mod metrics;
@@ -24,13 +34,21 @@ mod server;
 
 use std::sync::Arc;
 
-use crate::engine::EngineCounters;
+use bytes::Bytes;
+use http_body_util::Full;
+
+use crate::admin::AdminService;
+use crate::auth::Authenticator;
+use crate::engine::{EngineCounters, LiveConnections};
 use crate::meta::Metadata;
 use crate::net::NodeId;
-use crate::queue::QueueStats;
+use crate::queue::{QueueDirectory, QueueStats};
 use crate::quorum::QuorumNode;
 
 pub(crate) use server::serve;
+
+/// One HTTP answer.
+type Answer = hyper::Response<Full<Bytes>>;
 
 /// What the endpoint needs from the node assembly.
 pub(crate) trait NodeView: Send + Sync + 'static {
@@ -65,6 +83,16 @@ pub(crate) struct Sources {
     pub(crate) node: Arc<dyn NodeView>,
     /// Bytes of the last `/metrics` answer (to size the next one).
     pub(crate) last_scrape_bytes: std::sync::atomic::AtomicUsize,
+    /// The operator's requests, answered in process.
+    pub(crate) admin: Arc<AdminService>,
+    /// Declaring a queue as an attach would.
+    pub(crate) queues: Arc<dyn QueueDirectory>,
+    /// The AMQP connections served now.
+    pub(crate) connections: Arc<LiveConnections>,
+    /// The users, their permissions and the login throttle.
+    pub(crate) auth: Arc<Authenticator>,
+    /// `[cluster] name`, shown in the overview.
+    pub(crate) cluster_name: String,
 }
 
 impl std::fmt::Debug for Sources {

@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::address_slots::AddressSlots;
-use crate::engine::{self, ByteStream, ConnectionContext, Transport};
+use crate::engine::{self, ByteStream, ConnectionContext, Transport, TransportKind};
 use crate::tls::{negotiate, Negotiated, TlsServer};
 use crate::ws;
 
@@ -187,6 +187,7 @@ async fn serve(
             prefix: Vec::new(),
             peer,
             secure,
+            kind: TransportKind::WebSocket,
             client_name,
             accepted_at,
         };
@@ -222,6 +223,11 @@ async fn serve(
         prefix,
         peer,
         secure,
+        kind: if secure {
+            TransportKind::Tls
+        } else {
+            TransportKind::Tcp
+        },
         client_name,
         accepted_at,
     };

@@ -24,10 +24,10 @@ use super::http_view::{self, HttpView};
 use super::registry::Registry;
 use super::replica_sets::MetadataReplicaSets;
 use super::startup::{effective_quorum_config, initial_members, validate};
-use crate::admin::{AdminHandler, AdminService};
+use crate::admin::{AdminHandler, AdminService, FabricControl};
 use crate::auth::{AuthError, Authenticator};
 use crate::config::{BrokerConfig, FabricTlsConfig, QuorumConfig};
-use crate::engine::{ConnectionContext, EngineCounters};
+use crate::engine::{ConnectionContext, EngineCounters, LiveConnections};
 use crate::forward::{Forwarder, LocalQueues, PeerAsker};
 use crate::meta::{MetaOptions, Metadata};
 use crate::net::{LocalTransport, NodeHandler, NodeTransport};
@@ -106,7 +106,7 @@ pub struct Broker {
     fabric: Option<Arc<FabricTransport>>,
     /// Registered (weakly) with the transport; kept alive here.
     _handler: Arc<NodeDispatcher>,
-    _admin: Option<Arc<AdminService>>,
+    _admin: Arc<AdminService>,
     node_id: u64,
     /// The first fatal fault of the node's storage, once there is one.
     fatal: FatalWatch,
@@ -192,9 +192,7 @@ impl Broker {
         });
         let weak: Weak<dyn NodeHandler> = Arc::downgrade(&handler) as _;
         transport.register(node_id, weak);
-        let admin = fabric
-            .as_ref()
-            .map(|fabric| start_admin(&config, node_id, local_addr, &parts, fabric));
+        let admin = start_admin(&config, node_id, local_addr, &parts, fabric.as_ref());
         let (shutdown, shutdown_rx) = watch::channel(false);
         let fatal = FatalWatch::new();
         watch_node(
@@ -204,6 +202,11 @@ impl Broker {
             shutdown_rx.clone(),
         );
         let engine_counters = Arc::new(EngineCounters::default());
+        let connections = Arc::new(LiveConnections::default());
+        let http_tls = match config.http.tls {
+            true => tls.clone(),
+            false => None,
+        };
         let http_task = http.map(|(listener, _)| {
             let view = HttpView {
                 registry: parts.registry.clone(),
@@ -219,8 +222,13 @@ impl Broker {
                 engine: engine_counters.clone(),
                 node: Arc::new(view),
                 last_scrape_bytes: Default::default(),
+                admin: admin.clone(),
+                queues: parts.registry.clone() as Arc<dyn QueueDirectory>,
+                connections: connections.clone(),
+                auth: auth.clone(),
+                cluster_name: config.cluster.name.clone(),
             };
-            http_view::start(listener, sources, shutdown_rx.clone())
+            http_view::start(listener, sources, http_tls, shutdown_rx.clone())
         });
         let context = Arc::new(ConnectionContext {
             container_id: config
@@ -231,6 +239,7 @@ impl Broker {
             auth: auth.clone(),
             queues: parts.registry.clone() as Arc<dyn QueueDirectory>,
             counters: engine_counters,
+            connections,
         });
         let listeners = Listeners {
             plain,
@@ -516,28 +525,33 @@ async fn assemble(
     })
 }
 
-/// In cluster mode: keep the fabric's peers equal to the metadata's members
-/// and answer `ramqp-ctl` over the fabric.
+/// The operator's service (the HTTP management API calls it in process).
+/// In cluster mode also: keep the fabric's peers equal to the metadata's
+/// members and answer `ramqp-ctl` over the fabric.
 fn start_admin(
     config: &BrokerConfig,
     node_id: u64,
     amqp: SocketAddr,
     parts: &Parts,
-    fabric: &Arc<FabricTransport>,
+    fabric: Option<&Arc<FabricTransport>>,
 ) -> Arc<AdminService> {
-    // Ends by itself when the node stops (it holds weak handles).
-    drop(fabric.follow_members(&parts.metadata));
+    if let Some(fabric) = fabric {
+        // Ends by itself when the node stops (it holds weak handles).
+        drop(fabric.follow_members(&parts.metadata));
+    }
     let admin = Arc::new(AdminService {
         node_id,
         amqp,
         queues: parts.registry.clone(),
         quorum: parts.quorum.clone(),
         metadata: parts.metadata.clone(),
-        fabric: fabric.clone(),
+        fabric: fabric.map(|f| f.clone() as Arc<dyn FabricControl>),
         control: parts.control.clone(),
         allow_fault_injection: config.cluster.allow_fault_injection,
     });
-    let weak: Weak<dyn AdminHandler> = Arc::downgrade(&admin) as _;
-    fabric.set_admin(weak);
+    if let Some(fabric) = fabric {
+        let weak: Weak<dyn AdminHandler> = Arc::downgrade(&admin) as _;
+        fabric.set_admin(weak);
+    }
     admin
 }

@@ -14,6 +14,7 @@ use super::registry::Registry;
 use crate::auth::Authenticator;
 use crate::http::{FabricView, NodeView, Sources};
 use crate::queue::QueueStats;
+use crate::tls::TlsServer;
 
 /// What the endpoint reads of the node.
 pub(super) struct HttpView {
@@ -57,10 +58,18 @@ impl NodeView for HttpView {
 /// Serve the endpoint on `listener` in a task of its own: aborted by
 /// `Broker::shutdown` once everything else has stopped, or ending when
 /// the broker is dropped (the sender of `stopping` with it).
+/// With `tls`, the endpoint serves HTTPS with the AMQP listener's
+/// certificate (reloaded with it).
 pub(super) fn start(
     listener: TcpListener,
     sources: Sources,
+    tls: Option<Arc<TlsServer>>,
     stopping: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(crate::http::serve(listener, Arc::new(sources), stopping))
+    tokio::spawn(crate::http::serve(
+        listener,
+        Arc::new(sources),
+        tls,
+        stopping,
+    ))
 }

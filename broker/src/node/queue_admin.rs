@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use crate::admin::{ControlFuture, QueueChange, QueueControl, QueueControlError};
+use crate::admin::{purge_summary, ControlFuture, QueueChange, QueueControl, QueueControlError};
 use crate::meta::Metadata;
 use crate::queue::{QueueAddress, QueueError, QueueKind};
 use crate::quorum::QuorumNode;
@@ -67,9 +67,7 @@ impl QueueAdmin {
                 return Ok(QueueChange::Elsewhere(owner));
             }
             return match self.registry.purge_transient(&address) {
-                Some(n) => Ok(QueueChange::Done(format!(
-                    "purged {address} ({n} messages)"
-                ))),
+                Some(n) => Ok(QueueChange::Done(purge_summary(&address.to_string(), n))),
                 None => Err(QueueControlError::NotFound(address.to_string())),
             };
         }
@@ -83,9 +81,7 @@ impl QueueAdmin {
             };
         };
         match queue.purge().await {
-            Ok(n) => Ok(QueueChange::Done(format!(
-                "purged {address} ({n} messages)"
-            ))),
+            Ok(n) => Ok(QueueChange::Done(purge_summary(&address.to_string(), n))),
             Err(QueueError::NotLeader {
                 leader: Some(leader),
                 ..

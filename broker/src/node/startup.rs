@@ -86,6 +86,13 @@ pub(crate) fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
                 .into(),
         ));
     }
+    if config.http.tls && (config.http.listen.is_none() || config.tls.listen.is_none()) {
+        return Err(BrokerError::Config(
+            "http.tls needs http.listen and the AMQP TLS listener's certificate and key \
+             (tls.listen, tls.cert_file, tls.key_file)"
+                .into(),
+        ));
+    }
     if !config.listen_plain && config.tls.listen.is_none() {
         return Err(BrokerError::Config(
             "listen_plain is off and there is no tls.listen: no AMQP listener".into(),
