@@ -68,6 +68,9 @@ const BASELINE: &[(&str, usize)] = &[
     // `get_until`: polling an HTTP answer (readiness, a scrape) between
     // requests, bounded by a deadline; HTTP has no change to await.
     ("broker/tests/http_endpoint.rs", 1),
+    // `connections_until`: polling the API's connection list until a
+    // closed connection's task has ended, bounded by a deadline.
+    ("broker/tests/http_api.rs", 1),
 ];
 
 /// `sleep(` calls outside comments.

@@ -13,6 +13,7 @@ mod embedded;
 mod fe2o3;
 mod frames;
 mod host;
+mod http;
 mod pki;
 mod quorum;
 mod raw;
@@ -29,6 +30,8 @@ pub use fe2o3::*;
 pub use frames::*;
 #[allow(unused_imports)]
 pub use host::*;
+#[allow(unused_imports)]
+pub use http::*;
 #[allow(unused_imports)]
 pub use pki::*;
 #[allow(unused_imports)]
