@@ -59,6 +59,17 @@ pub(super) fn listener_allows_api(listener_loopback: bool, secure: bool) -> Resu
     )
 }
 
+/// Why a caller may not do what it asked: answered 403 with this text.
+#[derive(Debug)]
+pub(super) struct Refused(String);
+
+impl Refused {
+    /// The 403 answer.
+    pub(super) fn answer(self) -> Answer {
+        reply::error(StatusCode::FORBIDDEN, self.0)
+    }
+}
+
 /// Who is calling and what they may do.
 #[derive(Debug)]
 pub(super) struct Caller {
@@ -93,44 +104,38 @@ impl Caller {
         self.user.as_deref().unwrap_or("the caller")
     }
 
-    /// 403 unless the caller has `access` to `address`.
-    pub(super) fn require(&self, access: Access, address: &str) -> Result<(), Answer> {
+    /// Refused (403) unless the caller has `access` to `address`.
+    pub(super) fn require(&self, access: Access, address: &str) -> Result<(), Refused> {
         if self.may(access, address) {
             return Ok(());
         }
-        Err(reply::error(
-            StatusCode::FORBIDDEN,
-            format!(
-                "{} has no {} permission on {address}",
-                self.who(),
-                access.name()
-            ),
-        ))
+        Err(Refused(format!(
+            "{} has no {} permission on {address}",
+            self.who(),
+            access.name()
+        )))
     }
 
-    /// 403 unless the caller may see the queue at `address`.
-    pub(super) fn require_sight(&self, address: &str) -> Result<(), Answer> {
+    /// Refused (403) unless the caller may see the queue at `address`.
+    pub(super) fn require_sight(&self, address: &str) -> Result<(), Refused> {
         if self.may_see(address) {
             return Ok(());
         }
-        Err(reply::error(
-            StatusCode::FORBIDDEN,
-            format!(
-                "{} has neither read nor configure permission on {address}",
-                self.who()
-            ),
-        ))
+        Err(Refused(format!(
+            "{} has neither read nor configure permission on {address}",
+            self.who()
+        )))
     }
 
-    /// 403 unless the caller has the `administrator` tag.
-    pub(super) fn require_administrator(&self) -> Result<(), Answer> {
+    /// Refused (403) unless the caller has the `administrator` tag.
+    pub(super) fn require_administrator(&self) -> Result<(), Refused> {
         if self.administrator {
             return Ok(());
         }
-        Err(reply::error(
-            StatusCode::FORBIDDEN,
-            format!("{} does not have the administrator tag", self.who()),
-        ))
+        Err(Refused(format!(
+            "{} does not have the administrator tag",
+            self.who()
+        )))
     }
 }
 

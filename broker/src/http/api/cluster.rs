@@ -68,7 +68,7 @@ pub(super) fn overview(sources: &Sources, caller: &Caller) -> Answer {
 /// `GET /api/nodes` (administrator).
 pub(super) fn nodes(sources: &Sources, caller: &Caller) -> Answer {
     if let Err(refused) = caller.require_administrator() {
-        return refused;
+        return refused.answer();
     }
     let members: Vec<MemberView> = sources
         .admin

@@ -53,7 +53,7 @@ impl From<ConnectionInfo> for ConnectionView {
 /// `GET /api/connections`.
 pub(super) fn list(sources: &Sources, caller: &Caller) -> Answer {
     if let Err(refused) = caller.require_administrator() {
-        return refused;
+        return refused.answer();
     }
     let list: Vec<ConnectionView> = sources
         .connections
@@ -68,7 +68,7 @@ pub(super) fn list(sources: &Sources, caller: &Caller) -> Answer {
 /// it (it does so at once), 404 for an id not served now.
 pub(super) fn close(sources: &Sources, caller: &Caller, id: u64) -> Answer {
     if let Err(refused) = caller.require_administrator() {
-        return refused;
+        return refused.answer();
     }
     if !sources.connections.close(id) {
         return reply::error(StatusCode::NOT_FOUND, format!("no connection {id}"));

@@ -111,7 +111,7 @@ pub(super) async fn show(
 ) -> Answer {
     let address = address.to_string();
     if let Err(refused) = caller.require_sight(&address) {
-        return refused;
+        return refused.answer();
     }
     match visible(sources, caller)
         .await
@@ -137,7 +137,7 @@ struct Declared {
 pub(super) async fn declare(sources: &Sources, caller: &Caller, address: &QueueAddress) -> Answer {
     let shown = address.to_string();
     if let Err(refused) = caller.require(Access::Configure, &shown) {
-        return refused;
+        return refused.answer();
     }
     let existed = sources.queues.exists(address);
     let prepared = match sources.queues.prepare(address).await {
@@ -191,7 +191,7 @@ fn control_failed(error: QueueControlError) -> Answer {
 pub(super) async fn delete(sources: &Sources, caller: &Caller, address: &QueueAddress) -> Answer {
     let shown = address.to_string();
     if let Err(refused) = caller.require(Access::Configure, &shown) {
-        return refused;
+        return refused.answer();
     }
     match sources.admin.delete_queue(&shown).await {
         Ok(summary) => {
@@ -213,7 +213,7 @@ pub(super) async fn delete(sources: &Sources, caller: &Caller, address: &QueueAd
 pub(super) async fn purge(sources: &Sources, caller: &Caller, address: &QueueAddress) -> Answer {
     let shown = address.to_string();
     if let Err(refused) = caller.require(Access::Configure, &shown) {
-        return refused;
+        return refused.answer();
     }
     match sources.admin.purge_queue(&shown).await {
         Ok(summary) => {
@@ -250,7 +250,7 @@ pub(super) async fn move_leadership(
     body: &Bytes,
 ) -> Answer {
     if let Err(refused) = caller.require_administrator() {
-        return refused;
+        return refused.answer();
     }
     if address.kind() != QueueKind::Quorum {
         return reply::error(
