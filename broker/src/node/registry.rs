@@ -275,6 +275,11 @@ impl QueueDirectory for Registry {
         }
     }
 
+    fn held_elsewhere(&self, address: &QueueAddress) -> Option<u64> {
+        (address.kind() == QueueKind::Transient && !self.owns(address))
+            .then(|| self.owner_of(address))
+    }
+
     fn lookup(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError> {
         if address.kind() == QueueKind::Quorum {
             let known = self.knows_routed(address) || self.quorum.get(address).is_some();

@@ -40,6 +40,13 @@ pub trait QueueDirectory: Send + Sync + 'static {
     /// can tell without asking another: an attach to one that does not
     /// would create it, which needs the `configure` permission.
     fn exists(&self, address: &QueueAddress) -> bool;
+    /// The node that holds the transient queue at `address` when that is
+    /// another node (a declaration made here would not create it there);
+    /// `None` for a queue of this node, and for quorum queues.
+    fn held_elsewhere(&self, address: &QueueAddress) -> Option<u64> {
+        let _ = address;
+        None
+    }
     /// Depth and consumers of every queue held here, sorted by address.
     fn stats(&self) -> Vec<QueueStats>;
     /// A new temporary transient queue on this node, for a dynamic

@@ -19,7 +19,7 @@ use super::reply;
 use crate::admin::{AdminRequest, AdminResponse, QueueControlError, QueueStatus};
 use crate::auth::Access;
 use crate::http::{Answer, Sources};
-use crate::queue::{LookupError, QueueAddress, QueueKind, QueueStats};
+use crate::queue::{LookupError, QueueAddress, QueueKind, QueueStats, DYNAMIC_PREFIX};
 use crate::quorum::QuorumError;
 
 /// A queue as the API shows it. The figures of this node's own replica
@@ -138,6 +138,18 @@ pub(super) async fn declare(sources: &Sources, caller: &Caller, address: &QueueA
     let shown = address.to_string();
     if let Err(refused) = caller.require(Access::Configure, &shown) {
         return refused.answer();
+    }
+    if address.name().starts_with(DYNAMIC_PREFIX) {
+        return reply::error(
+            StatusCode::BAD_REQUEST,
+            format!("names starting with {DYNAMIC_PREFIX} are kept for dynamic queues"),
+        );
+    }
+    if let Some(owner) = sources.queues.held_elsewhere(address) {
+        return reply::error(
+            StatusCode::CONFLICT,
+            format!("{shown} is held by node {owner}: declare it through that node's API"),
+        );
     }
     let existed = sources.queues.exists(address);
     let prepared = match sources.queues.prepare(address).await {
