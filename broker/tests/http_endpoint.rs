@@ -318,6 +318,10 @@ async fn metrics_follow_a_real_client() {
     let group = |name: &str| samples[&format!("{name}{{group=\"/quorum/watched\"}}")];
     assert!(group("ramqp_raft_term") >= 1.0);
     assert!(group("ramqp_raft_applied_index") >= 1.0);
+    // The leader's commit index: at least the five accepted publishes, and
+    // never behind what was applied.
+    assert!(group("ramqp_raft_commit_index") >= 5.0);
+    assert!(group("ramqp_raft_commit_index") >= group("ramqp_raft_applied_index"));
     assert_eq!(group("ramqp_raft_leading"), 1.0);
     assert!(group("ramqp_raft_leader_changes_total") >= 1.0);
     assert_eq!(samples["ramqp_raft_leader_known{group=\"$meta\"}"], 1.0);

@@ -254,7 +254,7 @@ fn write_groups(out: &mut String, scrape: &Scrape) {
         ),
         (
             "ramqp_raft_applied_index",
-            "The last Raft log index this node applied, per group (the commit index is not reported by openraft 0.9; applied trails it).",
+            "The last Raft log index this node applied, per group.",
             |s| s.applied_index.unwrap_or(0),
         ),
         (
@@ -295,6 +295,13 @@ fn write_groups(out: &mut String, scrape: &Scrape) {
             rows().map(|(l, s)| (l, value(s))),
         );
     }
+    family(
+        out,
+        "ramqp_raft_commit_index",
+        "The commit index, on the group's leader only: the highest log index a majority of the voters hold.",
+        Kind::Gauge,
+        rows().filter_map(|(l, s)| s.commit_index.map(|c| (l, c))),
+    );
     family(
         out,
         "ramqp_raft_leader_changes",
