@@ -271,6 +271,7 @@ async fn purge_delete_and_close_reach_the_clients() {
     let broker = start_with(|c| {
         http_on(c, "127.0.0.1:0");
         c.sasl.users_file = Some(users);
+        c.queues.max_messages = 777;
     })
     .await;
     let addr = http_addr(&broker);
@@ -297,6 +298,9 @@ async fn purge_delete_and_close_reach_the_clients() {
         (Some(5), Some(0))
     );
     assert_eq!(shown["published_total"], 5, "{shown}");
+    // Its settings: the transient queues' configured limits.
+    assert_eq!(shown["settings"]["max_messages"], 777, "{shown}");
+    assert!(shown["settings"]["max_bytes"].as_u64().is_some(), "{shown}");
     assert!(shown["bytes"].as_u64().is_some_and(|b| b > 0), "{shown}");
 
     // Purged: the five are gone, a consumer gets only what comes after.

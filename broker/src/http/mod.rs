@@ -93,6 +93,25 @@ pub(crate) struct Sources {
     pub(crate) auth: Arc<Authenticator>,
     /// `[cluster] name`, shown in the overview.
     pub(crate) cluster_name: String,
+    /// The limits every queue of a kind has, shown with each queue.
+    pub(crate) queue_settings: QueueSettings,
+}
+
+/// The configured limits of the queues, per kind (the same for every queue
+/// of that kind; there are no per-queue settings yet).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub(crate) struct QueueSettings {
+    /// A transient queue holding this many messages stops granting credit.
+    pub(crate) transient_max_messages: usize,
+    /// The same in bytes.
+    pub(crate) transient_max_bytes: u64,
+    /// Publishes proposed and not yet committed per quorum queue before its
+    /// publishers stop getting credit.
+    pub(crate) quorum_max_inflight_publishes: usize,
+    /// Bytes of bodies one quorum queue keeps in memory before paging.
+    pub(crate) quorum_queue_resident_budget_bytes: u64,
+    /// How long a quorum publish waits for its commit.
+    pub(crate) quorum_publish_timeout_ms: u64,
 }
 
 impl std::fmt::Debug for Sources {

@@ -227,6 +227,13 @@ impl Broker {
                 connections: connections.clone(),
                 auth: auth.clone(),
                 cluster_name: config.cluster.name.clone(),
+                queue_settings: crate::http::QueueSettings {
+                    transient_max_messages: config.queues.max_messages,
+                    transient_max_bytes: config.queues.max_bytes,
+                    quorum_max_inflight_publishes: config.quorum.max_inflight_publishes,
+                    quorum_queue_resident_budget_bytes: config.quorum.queue_resident_budget_bytes,
+                    quorum_publish_timeout_ms: config.quorum.publish_timeout_ms,
+                },
             };
             http_view::start(listener, sources, http_tls, shutdown_rx.clone())
         });

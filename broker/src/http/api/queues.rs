@@ -18,7 +18,7 @@ use super::access::Caller;
 use super::reply;
 use crate::admin::{AdminRequest, AdminResponse, QueueControlError, QueueStatus};
 use crate::auth::Access;
-use crate::http::{Answer, Sources};
+use crate::http::{Answer, QueueSettings, Sources};
 use crate::queue::{LookupError, QueueAddress, QueueKind, QueueStats, DYNAMIC_PREFIX};
 use crate::quorum::QuorumError;
 
@@ -45,14 +45,44 @@ struct QueueView {
     applied_index: Option<u64>,
     /// The Raft term this node is in for the queue.
     term: Option<u64>,
+    /// The limits the queue runs with.
+    settings: Settings,
 }
 
-fn view(status: QueueStatus, own: Option<&QueueStats>) -> QueueView {
-    let kind = match status.address.starts_with("/quorum/") {
-        true => "quorum",
-        false => "transient",
+/// A queue's settings, by kind.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Settings {
+    Transient {
+        max_messages: usize,
+        max_bytes: u64,
+    },
+    Quorum {
+        replicas: usize,
+        max_inflight_publishes: usize,
+        resident_budget_bytes: u64,
+        publish_timeout_ms: u64,
+    },
+}
+
+fn view(status: QueueStatus, own: Option<&QueueStats>, limits: &QueueSettings) -> QueueView {
+    let quorum = status.address.starts_with("/quorum/");
+    let kind = if quorum { "quorum" } else { "transient" };
+    let settings = if quorum {
+        Settings::Quorum {
+            replicas: status.members.len(),
+            max_inflight_publishes: limits.quorum_max_inflight_publishes,
+            resident_budget_bytes: limits.quorum_queue_resident_budget_bytes,
+            publish_timeout_ms: limits.quorum_publish_timeout_ms,
+        }
+    } else {
+        Settings::Transient {
+            max_messages: limits.transient_max_messages,
+            max_bytes: limits.transient_max_bytes,
+        }
     };
     QueueView {
+        settings,
         kind,
         leader: status.leader,
         members: status.members,
@@ -93,7 +123,7 @@ async fn visible(sources: &std::sync::Arc<Sources>, caller: &Caller) -> Vec<Queu
         .filter(|q| caller.may_see(&q.address))
         .map(|q| {
             let stats = own.get(&q.address);
-            view(q, stats)
+            view(q, stats, &sources.queue_settings)
         })
         .collect()
 }
