@@ -151,7 +151,8 @@ impl Fabric {
         let max = self.shared.settings.max_message_bytes;
         let counters = self.shared.counters.clone();
         async move {
-            // Failures past this point are counted by the peer's link.
+            // A call handed to the peer's link is counted there if it
+            // fails; the refusals before that are counted here.
             let refused = if closed {
                 CallError::Closed
             } else if let Err(e) = Peer::check_size(max, &envelope) {
