@@ -115,7 +115,7 @@ impl Fabric {
         for (id, addr) in config.peers {
             fabric.add_peer(id, addr);
         }
-        tracing::info!(node = config.node_id, addr = %local_addr, "fabric started");
+        tracing::info!(node = config.node_id, addr = %local_addr, tls = settings.tls.is_some(), "fabric started");
         Ok(fabric)
     }
 
