@@ -62,6 +62,8 @@ mkdir -p "$rig_out"
 
 cleanup() {
     deploy/local-cluster.sh stop >/dev/null 2>&1 || true
+    # How each node's fabric ran (its address and whether TLS was on).
+    grep -h '"fabric started"\|fabric started' "$RAMQP_CLUSTER_DIR"/*/log >"$out/fabric.txt" 2>/dev/null || true
     rm -rf "$RAMQP_CLUSTER_DIR"
 }
 trap cleanup EXIT
