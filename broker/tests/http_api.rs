@@ -57,6 +57,22 @@ fn http_on(config: &mut BrokerConfig, listen: &str) {
     config.http.listen = Some(listen.parse().unwrap());
 }
 
+/// A broker with the HTTP endpoint on loopback and the test's users file
+/// (in the returned directory, which must outlive the broker), then
+/// `tweak`.
+async fn start_with_users(tweak: impl FnOnce(&mut BrokerConfig)) -> (tempfile::TempDir, Broker) {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.toml");
+    write_users(&users);
+    let broker = start_with(|c| {
+        http_on(c, "127.0.0.1:0");
+        c.sasl.users_file = Some(users);
+        tweak(c);
+    })
+    .await;
+    (dir, broker)
+}
+
 fn http_addr(broker: &Broker) -> SocketAddr {
     let addr = broker.http_addr().expect("the HTTP endpoint is on");
     // A wildcard listener is reached over loopback.
@@ -89,14 +105,7 @@ fn addresses(list: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logins_and_permissions() {
-    let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users.toml");
-    write_users(&users);
-    let broker = start_with(|c| {
-        http_on(c, "127.0.0.1:0");
-        c.sasl.users_file = Some(users);
-    })
-    .await;
+    let (_dir, broker) = start_with_users(|_| {}).await;
     let addr = http_addr(&broker);
 
     // No credentials: asked for them, not counted as a failure.
@@ -265,15 +274,7 @@ async fn logins_and_permissions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_delete_and_close_reach_the_clients() {
-    let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users.toml");
-    write_users(&users);
-    let broker = start_with(|c| {
-        http_on(c, "127.0.0.1:0");
-        c.sasl.users_file = Some(users);
-        c.queues.max_messages = 777;
-    })
-    .await;
+    let (_dir, broker) = start_with_users(|c| c.queues.max_messages = 777).await;
     let addr = http_addr(&broker);
     let mut connection = open_as(&broker, "api-client", "app", "app-pw").await;
     let mut session = step("begin", Session::begin(&mut connection))

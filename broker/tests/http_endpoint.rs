@@ -19,47 +19,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use fe2o3_amqp::Sender;
 use ramqpd_broker::{Broker, BrokerConfig, Cluster};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// One HTTP answer: status and body.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    body: String,
-}
-
-/// Send `request` (a whole HTTP/1.1 request) and read the answer's bytes
-/// until the server closes the connection.
-async fn exchange_bytes(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
-    step("http exchange", async {
-        let mut stream = TcpStream::connect(addr).await.expect("connects");
-        // The server may answer and close before it read everything.
-        let _ = stream.write_all(request).await;
-        let mut bytes = Vec::new();
-        let _ = stream.read_to_end(&mut bytes).await;
-        bytes
-    })
-    .await
-}
-
-/// Send `request` and parse the answer.
-async fn exchange(addr: SocketAddr, request: &[u8]) -> Answer {
-    {
-        let bytes = exchange_bytes(addr, request).await;
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no status line in {head:?}"));
-        Answer {
-            status,
-            body: body.to_owned(),
-        }
-    }
-}
 
 async fn get(addr: SocketAddr, path: &str) -> Answer {
     let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");

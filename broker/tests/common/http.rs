@@ -1,7 +1,7 @@
 //! A small HTTP/1.1 client for the HTTP endpoint's tests: one request
 //! per connection (`Connection: close`), over plain TCP or a stream set up
-//! already (TLS), with optional basic auth and body; the answer's status,
-//! head and body, and the body as JSON.
+//! already (TLS), with optional basic auth and body, or as raw bytes; the
+//! answer's status, head and body, and the body as JSON.
 
 use std::net::SocketAddr;
 
@@ -73,19 +73,44 @@ impl Call<'_> {
             stream.write_all(self.request().as_bytes()).await.unwrap();
             let mut bytes = Vec::new();
             let _ = stream.read_to_end(&mut bytes).await;
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-            let status = head
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or_else(|| panic!("no status line in {head:?}"));
-            Answer {
-                status,
-                head: head.to_owned(),
-                body: body.to_owned(),
-            }
+            parse_answer(&bytes)
         })
         .await
     }
+}
+
+/// The status, head and body of an answer as read off the socket.
+pub fn parse_answer(bytes: &[u8]) -> Answer {
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {head:?}"));
+    Answer {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+/// Send `request` (a whole HTTP/1.1 request, as raw bytes: the refusal
+/// tests send malformed and oversized ones) and read the answer's bytes
+/// until the server closes the connection.
+pub async fn exchange_bytes(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    step("http exchange", async {
+        let mut stream = TcpStream::connect(addr).await.expect("connects");
+        // The server may answer and close before it read everything.
+        let _ = stream.write_all(request).await;
+        let mut bytes = Vec::new();
+        let _ = stream.read_to_end(&mut bytes).await;
+        bytes
+    })
+    .await
+}
+
+/// Send raw `request` bytes and parse the answer.
+pub async fn exchange(addr: SocketAddr, request: &[u8]) -> Answer {
+    parse_answer(&exchange_bytes(addr, request).await)
 }
