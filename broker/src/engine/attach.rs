@@ -14,7 +14,7 @@ use crate::codec::definitions::condition;
 use crate::codec::{
     Attach, Detach, Error, Flow, Performative, Role, Source, Symbol, Target, TargetKind,
 };
-use crate::queue::{LookupError, QueueAddress, QueueError};
+use crate::queue::{ConsumerOptions, LookupError, QueueAddress, QueueError};
 
 /// The AMQP error for a queue's refusal.
 pub(crate) fn queue_error(error: &QueueError) -> Error {
@@ -304,7 +304,7 @@ impl State {
             }
         };
         let tag = self.allocate_tag(channel, attach.handle);
-        let consumer = match queue.subscribe(self.sink.clone(), tag) {
+        let consumer = match queue.subscribe(self.sink.clone(), tag, ConsumerOptions::default()) {
             Ok(consumer) => consumer,
             Err(e) => {
                 self.tags.remove(&tag);

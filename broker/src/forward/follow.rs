@@ -25,10 +25,10 @@ use bytes::Bytes;
 
 use super::cut_off::{Cut, CutWatch, Sightings};
 use super::protocol::{Reply, Request, ToServer};
-use super::routed::{At, RoutedQueue, State, Target};
+use super::routed::{At, RConsumer, RoutedQueue, State, Target};
 use crate::codec::definitions::condition;
 use crate::net::NodeId;
-use crate::queue::{ConsumerId, Outcome, Queue, QueueEventKind};
+use crate::queue::{ConsumerId, MessageId, Outcome, Queue, QueueEventKind};
 
 /// How often a remote target in use is probed (is it still the leader,
 /// does it still know our links).
@@ -45,6 +45,14 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Wake-up period of a local target's watch (cheap; catches anything the
 /// metrics watch missed).
 const LOCAL_RECHECK: Duration = Duration::from_secs(1);
+/// Keep an accepted/rejected settlement for the next leader; the others
+/// need nothing (the message comes back anyway).
+pub(super) fn hold_settle(consumer: &mut RConsumer, message: MessageId, outcome: Outcome) {
+    if matches!(outcome, Outcome::Accepted | Outcome::Rejected) {
+        consumer.held_settles.push((message, outcome));
+    }
+}
+
 impl RoutedQueue {
     /// Report `released` for publishes sent more than `limit` ago: bounded
     /// waiting for a publisher whatever happens to the target. A late
@@ -198,9 +206,8 @@ impl RoutedQueue {
                 match local.subscribe_routed(
                     consumer.sink.clone(),
                     consumer.tag,
-                    delivery_count,
-                    consumer.credit_limit,
-                    consumer.drain,
+                    (delivery_count, consumer.credit_limit, consumer.drain),
+                    consumer.options.clone(),
                 ) {
                     Ok(local_id) => {
                         consumer.at = At::Local(local_id);
@@ -225,10 +232,7 @@ impl RoutedQueue {
                     credit_limit: consumer.credit_limit.wrapping_sub(delivery_count),
                     drain: consumer.drain,
                 };
-                let subscribe = ToServer::Subscribe {
-                    link,
-                    address: self.address.to_string(),
-                };
+                let subscribe = ToServer::subscribe(link, &self.address, &consumer.options);
                 self.send(state, node, &subscribe, Bytes::new());
                 for (message, outcome) in held {
                     let settle = ToServer::Settle {

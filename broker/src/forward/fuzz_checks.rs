@@ -26,47 +26,78 @@ pub(crate) fn protocol(data: &[u8]) {
 
 /// One valid input per message type, from the real encoder.
 pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
-    use super::protocol::{StreamId, ToOrigin};
+    use super::protocol::{StreamId, ToOrigin, WireOptions};
     use crate::queue::Outcome;
     let stream = StreamId {
         incarnation: 1_700_000_000,
         generation: 2,
     };
+    use crate::codec::{Symbol, Value};
+    let mut filter = bytes::BytesMut::new();
+    Value::Map(vec![(
+        Value::Symbol(Symbol::from("f")),
+        Value::String("a = 1".to_owned()),
+    )])
+    .encode(&mut filter);
+    let options = WireOptions {
+        filter: Some(filter.to_vec()),
+        priority: 5,
+    };
+    // (first byte: what the rest is decoded as, see `protocol`; encoding)
     let encoded = [
-        postcard::to_allocvec(&Request::Probe {
-            address: "/quorum/orders".to_owned(),
-            links: vec![1, 2, 300],
-        }),
-        postcard::to_allocvec(&Reply::Probed {
-            serves: false,
-            leader: Some(2),
-            leader_heard_ms: Some(120),
-            unknown: vec![300],
-            shipped: (stream, 41),
-        }),
-        postcard::to_allocvec(&ToServer::Settle {
-            link: 1,
-            message: 5 << 16,
-            outcome: Outcome::Modified {
-                delivery_failed: true,
-                undeliverable_here: false,
-            },
-        }),
-        postcard::to_allocvec(&Shipment {
-            stream,
-            seq: 42,
-            message: ToOrigin::Deliver {
+        (
+            0u8,
+            postcard::to_allocvec(&Request::Probe {
+                address: "/quorum/orders".to_owned(),
+                links: vec![1, 2, 300],
+            }),
+        ),
+        (
+            1,
+            postcard::to_allocvec(&Reply::Probed {
+                serves: false,
+                leader: Some(2),
+                leader_heard_ms: Some(120),
+                unknown: vec![300],
+                shipped: (stream, 41),
+            }),
+        ),
+        (
+            2,
+            postcard::to_allocvec(&ToServer::Settle {
                 link: 1,
                 message: 5 << 16,
-                delivery_count: 1,
-                redelivered: true,
-            },
-        }),
+                outcome: Outcome::Modified {
+                    delivery_failed: true,
+                    undeliverable_here: false,
+                },
+            }),
+        ),
+        (
+            3,
+            postcard::to_allocvec(&Shipment {
+                stream,
+                seq: 42,
+                message: ToOrigin::Deliver {
+                    link: 1,
+                    message: 5 << 16,
+                    delivery_count: 1,
+                    redelivered: true,
+                },
+            }),
+        ),
+        (
+            2,
+            postcard::to_allocvec(&ToServer::SubscribeWith {
+                link: 2,
+                address: "/quorum/orders".to_owned(),
+                options,
+            }),
+        ),
     ];
     encoded
         .into_iter()
-        .zip(0u8..)
-        .filter_map(|(bytes, selector)| {
+        .filter_map(|(selector, bytes)| {
             Some(("forward_protocol", [&[selector][..], &bytes.ok()?].concat()))
         })
         .collect()

@@ -12,12 +12,15 @@
 //! origin can tell when shipments were lost or its links there dropped
 //! (see `follow.rs`, "Streams").
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::net::{kind, Envelope, NodeId};
-use crate::queue::Outcome;
+use crate::queue::filter::MessageFilter;
+use crate::queue::{ConsumerOptions, Outcome, QueueAddress};
 
 /// Requests by `call` (kind [`kind::FORWARD_CALL`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,6 +173,74 @@ pub(crate) enum ToServer {
         /// (consuming link, message id, outcome).
         settles: Vec<(u64, u64, Outcome)>,
     },
+    /// `Subscribe` for a consumer with options (a filter, a priority).
+    /// A variant of its own, added last, rather than a field added to
+    /// `Subscribe`: postcard has no optional trailing fields, and a node
+    /// of an older version must fail to read it (and the link be closed)
+    /// rather than serve the consumer without its filter. Consumers with
+    /// default options are still sent as `Subscribe`, which every version
+    /// reads.
+    SubscribeWith {
+        /// Link id.
+        link: u64,
+        /// The queue's address.
+        address: String,
+        /// The consumer's options.
+        options: WireOptions,
+    },
+}
+
+impl ToServer {
+    /// The subscribe message for a consumer with `options`: `Subscribe`
+    /// when they are the defaults, else `SubscribeWith`.
+    pub(crate) fn subscribe(link: u64, address: &QueueAddress, options: &ConsumerOptions) -> Self {
+        let address = address.to_string();
+        if options.is_default() {
+            ToServer::Subscribe { link, address }
+        } else {
+            ToServer::SubscribeWith {
+                link,
+                address,
+                options: WireOptions::from(options),
+            }
+        }
+    }
+}
+
+/// [`ConsumerOptions`] on the wire: the filter as the AMQP encoding of the
+/// filter-set entries it applies (the serving node rebuilds it with the
+/// same code that built it from the attach).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct WireOptions {
+    /// [`MessageFilter::to_wire`], if the consumer has a filter.
+    pub(crate) filter: Option<Vec<u8>>,
+    /// Consumer priority.
+    pub(crate) priority: i32,
+}
+
+impl From<&ConsumerOptions> for WireOptions {
+    fn from(options: &ConsumerOptions) -> Self {
+        WireOptions {
+            filter: options.filter.as_ref().map(|f| f.to_wire()),
+            priority: options.priority,
+        }
+    }
+}
+
+impl WireOptions {
+    /// The options again, or why the filter cannot be read.
+    pub(crate) fn read(&self) -> Result<ConsumerOptions, String> {
+        let filter = match &self.filter {
+            Some(bytes) => Some(Arc::new(
+                MessageFilter::from_wire(bytes).map_err(|e| e.to_string())?,
+            )),
+            None => None,
+        };
+        Ok(ConsumerOptions {
+            filter,
+            priority: self.priority,
+        })
+    }
 }
 
 /// Link traffic back to the origin (kind [`kind::FORWARD_TO_ORIGIN`]).

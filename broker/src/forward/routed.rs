@@ -24,14 +24,15 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use super::follow::hold_settle;
 use super::protocol::{ToOrigin, ToServer};
 use super::Forwarder;
 use crate::codec::MessageView;
 use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
 use crate::queue::{
-    ConsumerId, Delivery, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
-    QueueAddress, QueueError, QueueEventKind, QueueStats, Sink, TxnPart,
+    ConsumerId, ConsumerOptions, Delivery, Message, MessageId, Outcome, PublishConfirm,
+    PublishStatus, Queue, QueueAddress, QueueError, QueueEventKind, QueueStats, Sink, TxnPart,
 };
 use crate::quorum::QuorumQueue;
 
@@ -70,6 +71,8 @@ pub(super) struct RConsumer {
     pub(super) credit_limit: u32,
     pub(super) drain: bool,
     pub(super) at: At,
+    /// Given to whichever node serves the consumer, at every re-attach.
+    pub(super) options: ConsumerOptions,
     /// Accepted/rejected settlements made while no leader was known, sent
     /// (by message id) once one is: fewer duplicates. Bounded by the
     /// link's credit (one per delivered message).
@@ -468,7 +471,12 @@ impl Queue for RoutedQueue {
         false
     }
 
-    fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError> {
+    fn subscribe(
+        &self,
+        sink: Sink,
+        tag: u64,
+        options: ConsumerOptions,
+    ) -> Result<ConsumerId, QueueError> {
         let mut state = self.lock();
         if state.given_up(self.fwd.leader_wait()) {
             return Err(QueueError::NotLeader {
@@ -486,6 +494,7 @@ impl Queue for RoutedQueue {
                 credit_limit: 0,
                 drain: false,
                 at: At::Nowhere { delivery_count: 0 },
+                options,
                 held_settles: Vec::new(),
             },
         );
@@ -587,13 +596,5 @@ impl Queue for RoutedQueue {
             consumers: state.consumers.len(),
             ..QueueStats::default()
         }
-    }
-}
-
-/// Keep an accepted/rejected settlement for the next leader; the others
-/// need nothing (the message comes back anyway).
-fn hold_settle(consumer: &mut RConsumer, message: MessageId, outcome: Outcome) {
-    if matches!(outcome, Outcome::Accepted | Outcome::Rejected) {
-        consumer.held_settles.push((message, outcome));
     }
 }

@@ -33,8 +33,8 @@ use super::Forwarder;
 use crate::codec::MessageView;
 use crate::net::{kind, NodeId, NodeTransport, TransportError};
 use crate::queue::{
-    ConsumerId, Message, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress, QueueError,
-    QueueEvent, QueueEventKind, Sink,
+    ConsumerId, ConsumerOptions, Message, Outcome, PublishConfirm, PublishStatus, Queue,
+    QueueAddress, QueueError, QueueEvent, QueueEventKind, Sink,
 };
 
 /// How often an origin's links are audited.
@@ -204,9 +204,18 @@ impl Server {
             ToServer::Publish { link, token } => {
                 self.on_publish(origin, &sink, link, token, payload)
             }
-            ToServer::Subscribe { link, address } => {
-                self.on_subscribe(origin, &sink, link, &address)
-            }
+            ToServer::Subscribe { link, address } => self.on_subscribe(
+                origin,
+                &sink,
+                link,
+                &address,
+                Ok(ConsumerOptions::default()),
+            ),
+            ToServer::SubscribeWith {
+                link,
+                address,
+                options,
+            } => self.on_subscribe(origin, &sink, link, &address, options.read()),
             ToServer::Flow {
                 link,
                 credit_limit,
@@ -291,13 +300,21 @@ impl Server {
         }
     }
 
-    /// A consuming link from `origin` subscribes to the queue at `address`.
-    fn on_subscribe(&self, origin: NodeId, sink: &Sink, link: u64, address: &str) {
-        let subscribed = self.resolve(address).and_then(|q| {
-            Ok((
-                q.subscribe(sink.clone(), link).map_err(|e| e.to_string())?,
-                q,
-            ))
+    /// A consuming link from `origin` subscribes to the queue at `address`
+    /// with `options` (unreadable options close the link: never serve a
+    /// consumer without the filter it asked for).
+    fn on_subscribe(
+        &self,
+        origin: NodeId,
+        sink: &Sink,
+        link: u64,
+        address: &str,
+        options: Result<ConsumerOptions, String>,
+    ) {
+        let subscribed = options.and_then(|options| {
+            let q = self.resolve(address)?;
+            let consumer = q.subscribe(sink.clone(), link, options);
+            Ok((consumer.map_err(|e| e.to_string())?, q))
         });
         match subscribed {
             Ok((consumer, queue)) => self.add_link(origin, link, queue, Some(consumer)),

@@ -16,7 +16,7 @@ use foldhash::HashMap;
 
 use super::message::{Delivery, Message, MessageId};
 use super::sink::{QueueEventKind, Sink};
-use super::{ConsumerId, Outcome};
+use super::{ConsumerId, ConsumerOptions, Outcome};
 
 /// A message waiting in the queue or out with a consumer.
 #[derive(Debug)]
@@ -53,6 +53,7 @@ struct Consumer {
     credit_limit: u32,
     /// Whether the consumer sits in `Dispatcher::waiting`.
     waiting: bool,
+    options: ConsumerOptions,
 }
 
 impl Consumer {
@@ -211,14 +212,25 @@ impl Dispatcher {
         self.out.keys().copied().collect()
     }
 
-    pub(crate) fn subscribe(&mut self, sink: Sink, tag: u64) -> ConsumerId {
-        self.subscribe_at(sink, tag, 0)
+    pub(crate) fn subscribe(
+        &mut self,
+        sink: Sink,
+        tag: u64,
+        options: ConsumerOptions,
+    ) -> ConsumerId {
+        self.subscribe_at(sink, tag, 0, options)
     }
 
     /// Add a consumer whose link has already counted `delivery_count`
     /// deliveries (one that moves here from another leader); its credit
     /// comes with the next [`Dispatcher::flow`].
-    pub(crate) fn subscribe_at(&mut self, sink: Sink, tag: u64, delivery_count: u32) -> ConsumerId {
+    pub(crate) fn subscribe_at(
+        &mut self,
+        sink: Sink,
+        tag: u64,
+        delivery_count: u32,
+        options: ConsumerOptions,
+    ) -> ConsumerId {
         let id = ConsumerId(self.next_consumer);
         self.next_consumer += 1;
         self.consumers.insert(
@@ -229,6 +241,7 @@ impl Dispatcher {
                 delivery_count,
                 credit_limit: delivery_count,
                 waiting: false,
+                options,
             },
         );
         id
@@ -317,18 +330,22 @@ impl Dispatcher {
 
     /// The oldest message `consumer` may take, removed from the queue.
     fn take_for(&mut self, consumer: ConsumerId) -> Option<Entry> {
+        let filter = self
+            .consumers
+            .get(&consumer)
+            .and_then(|c| c.options.filter.as_deref());
+        let takes = |e: &Entry| {
+            !e.excluded.contains(&consumer) && filter.is_none_or(|f| f.matches(&e.message))
+        };
         if let Some(id) = self
             .returned
             .iter()
-            .find(|(_, e)| !e.excluded.contains(&consumer))
+            .find(|(_, e)| takes(e))
             .map(|(id, _)| *id)
         {
             return self.returned.remove(&id);
         }
-        let index = self
-            .ready
-            .iter()
-            .position(|e| !e.excluded.contains(&consumer))?;
+        let index = self.ready.iter().position(takes)?;
         self.ready.remove(index)
     }
 

@@ -8,8 +8,10 @@
 //! opaque tag the engine chose.
 
 mod address;
+mod consumer_options;
 mod directory;
 pub(crate) mod dispatch;
+pub mod filter;
 mod message;
 mod resource_alarm;
 mod sink;
@@ -18,6 +20,7 @@ mod transient;
 pub(crate) use resource_alarm::{spawn_watcher, ResourceAlarm, ResourceLimits};
 
 pub use address::{AddressError, QueueAddress, QueueKind, QUEUE_NAME_MAX_BYTES};
+pub use consumer_options::ConsumerOptions;
 pub use directory::{LookupError, PrepareFuture, QueueDirectory, DYNAMIC_PREFIX};
 pub use message::{Delivery, Message, MessageId};
 pub use sink::{QueueEvent, QueueEventKind, Sink};
@@ -173,8 +176,14 @@ pub trait Queue: Send + Sync + 'static {
     fn has_capacity(&self, sink: &Sink, tag: u64) -> bool;
 
     /// Add a consumer; deliveries and drain completions for it go to `sink`
-    /// with `tag`.
-    fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError>;
+    /// with `tag`. `options` (filter, priority) reach the dispatcher of
+    /// the node that serves the queue.
+    fn subscribe(
+        &self,
+        sink: Sink,
+        tag: u64,
+        options: ConsumerOptions,
+    ) -> Result<ConsumerId, QueueError>;
 
     /// Set how far the consumer may be sent: deliveries are pushed while
     /// the consumer's delivery-count is below `credit_limit` (serial

@@ -61,7 +61,7 @@ fn fifo_within_credit() {
             PublishStatus::Accepted
         );
     }
-    let c = q.subscribe(sink, 7).unwrap();
+    let c = q.subscribe(sink, 7, ConsumerOptions::default()).unwrap();
     assert!(events(&mut rx).is_empty(), "no credit, no delivery");
     q.flow(c, 2, false);
     let got = events(&mut rx);
@@ -79,7 +79,7 @@ fn drain_uses_up_credit_and_reports() {
     let q = queue(100);
     let (sink, mut rx) = Sink::channel();
     q.publish(message(b"a"), None).unwrap();
-    let c = q.subscribe(sink, 1).unwrap();
+    let c = q.subscribe(sink, 1, ConsumerOptions::default()).unwrap();
     q.flow(c, 5, true);
     let got = events(&mut rx);
     assert_eq!(delivered(&got).len(), 1);
@@ -98,8 +98,10 @@ fn drain_uses_up_credit_and_reports() {
 fn competing_consumers_round_robin() {
     let q = queue(100);
     let (sink, mut rx) = Sink::channel();
-    let a = q.subscribe(sink.clone(), 1).unwrap();
-    let b = q.subscribe(sink, 2).unwrap();
+    let a = q
+        .subscribe(sink.clone(), 1, ConsumerOptions::default())
+        .unwrap();
+    let b = q.subscribe(sink, 2, ConsumerOptions::default()).unwrap();
     q.flow(a, 10, false);
     q.flow(b, 10, false);
     for _ in 0..6 {
@@ -113,7 +115,7 @@ fn competing_consumers_round_robin() {
 fn outcomes() {
     let q = queue(100);
     let (sink, mut rx) = Sink::channel();
-    let c = q.subscribe(sink, 1).unwrap();
+    let c = q.subscribe(sink, 1, ConsumerOptions::default()).unwrap();
     q.publish(message(b"x"), None).unwrap();
     q.flow(c, 1, false);
     let id = delivery_ids(&events(&mut rx))[0];
@@ -150,7 +152,9 @@ fn outcomes() {
 fn undeliverable_here_skips_that_consumer() {
     let q = queue(100);
     let (sink, mut rx) = Sink::channel();
-    let a = q.subscribe(sink.clone(), 1).unwrap();
+    let a = q
+        .subscribe(sink.clone(), 1, ConsumerOptions::default())
+        .unwrap();
     q.publish(message(b"x"), None).unwrap();
     q.flow(a, 1, false);
     let id = delivery_ids(&events(&mut rx))[0];
@@ -167,7 +171,7 @@ fn undeliverable_here_skips_that_consumer() {
         delivered(&events(&mut rx)).is_empty(),
         "not to the same consumer"
     );
-    let b = q.subscribe(sink, 2).unwrap();
+    let b = q.subscribe(sink, 2, ConsumerOptions::default()).unwrap();
     q.flow(b, 1, false);
     assert_eq!(delivered(&events(&mut rx)), vec![(2, &b"x"[..], 0)]);
 }
@@ -179,12 +183,14 @@ fn unsubscribe_returns_unsettled_in_order() {
     for body in [&b"1"[..], b"2", b"3", b"4"] {
         q.publish(message(body), None).unwrap();
     }
-    let a = q.subscribe(sink.clone(), 1).unwrap();
+    let a = q
+        .subscribe(sink.clone(), 1, ConsumerOptions::default())
+        .unwrap();
     q.flow(a, 3, false);
     let ids = delivery_ids(&events(&mut rx));
     q.settle(a, ids[1], Outcome::Accepted);
     q.unsubscribe(a);
-    let b = q.subscribe(sink, 2).unwrap();
+    let b = q.subscribe(sink, 2, ConsumerOptions::default()).unwrap();
     q.flow(b, 10, false);
     let got = events(&mut rx);
     let bodies: Vec<&[u8]> = delivered(&got).iter().map(|d| d.1).collect();
@@ -199,7 +205,9 @@ fn capacity_wakes_publishers() {
     assert!(q.has_capacity(&sink, 9));
     q.publish(message(b"2"), None).unwrap();
     assert!(!q.has_capacity(&sink, 9), "full at max_messages");
-    let c = q.subscribe(sink.clone(), 1).unwrap();
+    let c = q
+        .subscribe(sink.clone(), 1, ConsumerOptions::default())
+        .unwrap();
     q.flow(c, 1, false);
     let id = delivery_ids(&events(&mut rx))[0];
     assert!(
@@ -219,7 +227,7 @@ fn capacity_wakes_publishers() {
 fn vanished_connection_returns_messages() {
     let q = queue(100);
     let (sink, rx) = Sink::channel();
-    let c = q.subscribe(sink, 1).unwrap();
+    let c = q.subscribe(sink, 1, ConsumerOptions::default()).unwrap();
     drop(rx);
     q.publish(message(b"x"), None).unwrap();
     q.flow(c, 1, false);
@@ -235,7 +243,9 @@ fn purge_drops_waiting_messages_and_keeps_those_out() {
         q.publish(message(body), None).unwrap();
     }
     assert!(!q.has_capacity(&sink, 9), "full at 3");
-    let consumer = q.subscribe(sink.clone(), 1).unwrap();
+    let consumer = q
+        .subscribe(sink.clone(), 1, ConsumerOptions::default())
+        .unwrap();
     q.flow(consumer, 1, false);
     let out = delivery_ids(&events(&mut rx));
     assert_eq!(out.len(), 1);
@@ -257,7 +267,9 @@ fn delete_closes_consumers_and_refuses_what_follows() {
     let q = queue(100);
     let (sink, mut rx) = Sink::channel();
     q.publish(message(b"a"), None).unwrap();
-    let consumer = q.subscribe(sink.clone(), 4).unwrap();
+    let consumer = q
+        .subscribe(sink.clone(), 4, ConsumerOptions::default())
+        .unwrap();
     q.flow(consumer, 10, false);
     q.delete();
     let closed: Vec<_> = events(&mut rx)
@@ -272,7 +284,10 @@ fn delete_closes_consumers_and_refuses_what_follows() {
         q.publish(message(b"b"), None),
         Err(QueueError::Gone(_))
     ));
-    assert!(matches!(q.subscribe(sink, 5), Err(QueueError::Gone(_))));
+    assert!(matches!(
+        q.subscribe(sink, 5, ConsumerOptions::default()),
+        Err(QueueError::Gone(_))
+    ));
     let stats = q.stats();
     assert_eq!((stats.ready, stats.unsettled, stats.consumers), (0, 0, 0));
 }

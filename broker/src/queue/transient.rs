@@ -16,7 +16,8 @@ use super::sink::{QueueEventKind, Sink};
 use crate::codec::definitions::condition::RESOURCE_DELETED;
 
 use super::{
-    ConsumerId, Outcome, PublishConfirm, PublishStatus, Queue, QueueError, QueueStats, TxnPart,
+    ConsumerId, ConsumerOptions, Outcome, PublishConfirm, PublishStatus, Queue, QueueError,
+    QueueStats, TxnPart,
 };
 
 #[derive(Debug, Default)]
@@ -170,12 +171,17 @@ impl Queue for TransientQueue {
         false
     }
 
-    fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError> {
+    fn subscribe(
+        &self,
+        sink: Sink,
+        tag: u64,
+        options: ConsumerOptions,
+    ) -> Result<ConsumerId, QueueError> {
         let mut state = self.lock();
         if state.deleted {
             return Err(self.gone());
         }
-        Ok(state.dispatcher.subscribe(sink, tag))
+        Ok(state.dispatcher.subscribe(sink, tag, options))
     }
 
     fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool) {

@@ -22,8 +22,8 @@ use crate::net::NodeId;
 use crate::queue::dispatch::Settled;
 use crate::queue::ResourceAlarm;
 use crate::queue::{
-    ConsumerId, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue, QueueAddress,
-    QueueError, QueueStats, Sink, TxnPart,
+    ConsumerId, ConsumerOptions, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
+    QueueAddress, QueueError, QueueStats, Sink, TxnPart,
 };
 use crate::raft::RaftStatus;
 
@@ -279,15 +279,15 @@ impl QuorumQueue {
     }
 
     /// Add the consumer of a routed link (a client of this node), starting
-    /// at the link's delivery-count and credit limit. Unlike a plain
-    /// consumer it is parked, not closed, when this node stops leading.
+    /// at the link's delivery-count and credit limit, with its options.
+    /// Unlike a plain consumer it is parked, not closed, when this node
+    /// stops leading (its routed queue keeps the options for the next).
     pub(crate) fn subscribe_routed(
         &self,
         sink: Sink,
         tag: u64,
-        delivery_count: u32,
-        credit_limit: u32,
-        drain: bool,
+        (delivery_count, credit_limit, drain): (u32, u32, bool),
+        options: ConsumerOptions,
     ) -> Result<ConsumerId, QueueError> {
         let mut inner = self.shared.lock();
         if inner.deleted {
@@ -300,7 +300,9 @@ impl QuorumQueue {
         if let Some(damaged) = inner.damaged() {
             return Err(QueueError::Refused(damaged.to_string()));
         }
-        let id = inner.dispatcher.subscribe_at(sink, tag, delivery_count);
+        let id = inner
+            .dispatcher
+            .subscribe_at(sink, tag, delivery_count, options);
         inner.routed.insert(id);
         inner.refill(&self.shared.queue);
         inner.dispatcher.flow(id, credit_limit, drain);
@@ -405,7 +407,12 @@ impl Queue for QuorumQueue {
         self.gate.in_flight.load(Ordering::Acquire) < self.gate.max_in_flight
     }
 
-    fn subscribe(&self, sink: Sink, tag: u64) -> Result<ConsumerId, QueueError> {
+    fn subscribe(
+        &self,
+        sink: Sink,
+        tag: u64,
+        options: ConsumerOptions,
+    ) -> Result<ConsumerId, QueueError> {
         self.serves_here()?;
         let mut inner = self.shared.lock();
         if !inner.leading {
@@ -415,7 +422,7 @@ impl Queue for QuorumQueue {
         if let Some(damaged) = inner.damaged() {
             return Err(QueueError::Refused(damaged.to_string()));
         }
-        Ok(inner.dispatcher.subscribe(sink, tag))
+        Ok(inner.dispatcher.subscribe(sink, tag, options))
     }
 
     fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool) {
