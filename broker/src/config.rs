@@ -39,6 +39,11 @@ pub struct BrokerConfig {
     pub quorum: QuorumConfig,
     /// The fabric between the nodes of a multi-process cluster.
     pub cluster: ClusterConfig,
+    /// Queue policies (`[[policies]]`), in file order: a queue takes the
+    /// first whose pattern matches its address. Checked at start
+    /// (`queue::PolicySet::compile`); replaced at run time by SIGHUP or
+    /// `PUT /api/policies`.
+    pub policies: Vec<PolicyConfig>,
 }
 
 impl Default for BrokerConfig {
@@ -56,6 +61,7 @@ impl Default for BrokerConfig {
             queues: QueuesConfig::default(),
             quorum: QuorumConfig::default(),
             cluster: ClusterConfig::default(),
+            policies: Vec::new(),
         }
     }
 }
@@ -272,6 +278,55 @@ impl Default for QueuesConfig {
             max_bytes: 1024 * 1024 * 1024,
         }
     }
+}
+
+/// One queue policy as written in the config file (`[[policies]]`) or the
+/// management API: plain data, checked and compiled by
+/// `queue::PolicySet::compile` (pattern syntax, dead-letter address). An
+/// absent limit is no limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// A glob on the queue address: `*` any run of characters within one
+    /// `/`-separated part, `?` one character (e.g. `/quorum/orders-*`).
+    pub pattern: String,
+    /// Most messages the queue holds (waiting and unsettled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<u64>,
+    /// Most bytes of messages the queue holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_length_bytes: Option<u64>,
+    /// What a full queue does with one more message.
+    #[serde(default)]
+    pub overflow: Overflow,
+    /// Messages expire this long after they were enqueued (a header ttl
+    /// that is shorter wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_ttl_ms: Option<u64>,
+    /// A message delivered this many times without being settled is
+    /// dead-lettered (or dropped without a dead-letter address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_limit: Option<u32>,
+    /// Where rejected, expired, dropped and over-the-limit messages go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dead_letter_address: Option<String>,
+    /// Only one consumer at a time gets messages; the others wait.
+    #[serde(default)]
+    pub single_active_consumer: bool,
+}
+
+/// What a queue at its `max_length` or `max_length_bytes` does with one
+/// more message (RabbitMQ's `overflow`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Overflow {
+    /// The publish is refused: the publisher gets `rejected`, and no new
+    /// credit while the queue is full.
+    #[default]
+    RejectPublish,
+    /// The oldest waiting messages are dropped (or dead-lettered) to make
+    /// room.
+    DropHead,
 }
 
 /// Quorum queues: node identity, cluster members, Raft timings.

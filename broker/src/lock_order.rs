@@ -8,6 +8,12 @@
 //! a link to a new leader needs the routed lock across those calls, so the
 //! order is kept rather than the nesting removed.
 //!
+//! A change of the node's queue policies (`node/policies.rs`,
+//! [`Rank::PolicyChange`]) is held while the new set is put on every open
+//! queue, each queue's lock taken in turn inside it (a transient queue's
+//! plain mutex, a quorum queue's [`Rank::QuorumQueue`]); queues never
+//! take it.
+//!
 //! [`OrderedMutex`] is a `std::sync::Mutex` that, in debug builds, records
 //! the ranks a thread holds and panics when a lock is taken while one of an
 //! equal or higher rank is held. Release builds pay nothing.
@@ -18,6 +24,8 @@ use std::sync::{Mutex, MutexGuard};
 /// it holds has a lower rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Rank {
+    /// One change of the node's queue policies at a time.
+    PolicyChange = 5,
     /// A routed queue's link state.
     RoutedQueue = 10,
     /// A quorum queue's state machine (index and dispatcher).

@@ -67,7 +67,8 @@ docs/operations.md for all of them):
     key_file = \"/etc/ramqp/node.key\"
 
 Signals: SIGHUP re-reads the TLS certificate, key and client CA and the users
-file (new connections use them). SIGTERM or SIGINT close every connection with
+file (new connections use them), and the config file's [[policies]] (queue
+policies, put on every queue at once). SIGTERM or SIGINT close every connection with
 amqp:connection:forced and exit 0 (in cluster mode after handing away the leadership of every
 queue this node leads). Exit code 2 means the configuration was rejected;
 70 that the node stopped on a storage fault (a failed write or fsync, a full

@@ -1,10 +1,12 @@
 //! The daemon's life cycle: start the broker, announce readiness on stdout,
-//! re-read the TLS files and the users file on SIGHUP, wait for SIGINT or
+//! re-read the TLS files, the users file and the config file's queue
+//! policies on SIGHUP, wait for SIGINT or
 //! SIGTERM, shut down gracefully; or, on a fatal storage
 //! fault of the broker (`Broker::fatal`), exit at once with
 //! [`EXIT_STORAGE_FAULT`] (fail-stop, see docs/operations.md "Disk errors").
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use broker::{Broker, BrokerConfig, BrokerError, FatalError};
@@ -73,8 +75,9 @@ impl Stop {
     }
 }
 
-/// Run one broker node until a signal stops it.
-pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
+/// Run one broker node until a signal stops it. `config_file` is read
+/// again on SIGHUP for its `[[policies]]`.
+pub async fn run(config: BrokerConfig, config_file: Option<PathBuf>) -> Result<(), Failure> {
     // Handlers go in before the readiness line: a supervisor (or a test)
     // may send SIGTERM the moment it reads that line, and the default
     // action would kill the process without a graceful shutdown.
@@ -102,7 +105,7 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
         tokio::select! {
             stop = signals.next() => break stop,
             error = &mut fatal => fail_stop(&error),
-            _ = hangup.recv() => reload(&broker),
+            _ = hangup.recv() => reload(&broker, config_file.as_deref()),
         }
     };
     tracing::info!(signal = first.name(), "shutting down: closing connections");
@@ -128,9 +131,13 @@ pub async fn run(config: BrokerConfig) -> Result<(), Failure> {
     Ok(())
 }
 
-/// SIGHUP: read the TLS files and the users file again. A part that fails
-/// keeps what it had; the error is logged and the broker goes on.
-fn reload(broker: &Broker) {
+/// SIGHUP: read the TLS files, the users file and the config file's
+/// queue policies again. A part that fails keeps what it had; the error is
+/// logged and the broker goes on.
+fn reload(broker: &Broker, config_file: Option<&Path>) {
+    if let Some(path) = config_file {
+        reload_policies(broker, path);
+    }
     let reloaded = broker.reload();
     match reloaded.tls {
         Some(Ok(())) => tracing::info!("SIGHUP: TLS certificate, key and client CA reloaded"),
@@ -145,6 +152,25 @@ fn reload(broker: &Broker) {
             tracing::error!(%error, "SIGHUP: users file reload failed; keeping the old users")
         }
         None => {}
+    }
+}
+
+/// The `[[policies]]` of the config file, put in force on every queue of
+/// the node. Only the policies are taken from the file: its other settings
+/// need a restart.
+fn reload_policies(broker: &Broker, path: &Path) {
+    let policies = match crate::settings::load_file(path) {
+        Ok(settings) => settings.broker.policies,
+        Err(error) => {
+            tracing::error!(%error, "SIGHUP: config file unreadable; keeping the old policies");
+            return;
+        }
+    };
+    match broker.set_policies(&policies) {
+        Ok(n) => tracing::info!(policies = n, "SIGHUP: queue policies reloaded"),
+        Err(error) => {
+            tracing::error!(%error, "SIGHUP: queue policies refused; keeping the old ones")
+        }
     }
 }
 

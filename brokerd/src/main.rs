@@ -87,7 +87,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(daemon::run(broker_config));
+    let outcome = runtime.block_on(daemon::run(broker_config, cli.config.clone()));
     // Connection tasks that ignored the shutdown must not keep the process
     // alive past its exit.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));

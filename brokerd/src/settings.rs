@@ -145,6 +145,10 @@ pub fn parse_file(text: &str) -> Result<Settings, toml::de::Error> {
     let log = LogSection::deserialize(Deserializer::from(Spanned::new(span, log_table)))
         .map_err(with_input)?
         .log;
+    // Patterns and dead-letter addresses are checked here too, so a bad
+    // one is reported with the file's name (the broker checks again).
+    broker::queue::PolicySet::compile(&broker.policies)
+        .map_err(|e| <toml::de::Error as serde::de::Error>::custom(e.to_string()))?;
 
     if !listen_given {
         broker.listen = DEFAULT_LISTEN;

@@ -7,6 +7,8 @@ use std::sync::Mutex;
 
 #[path = "settings_http_tests.rs"]
 mod http;
+#[path = "settings_policies_tests.rs"]
+mod policies;
 
 /// Tests that parse a command line read the process environment, and
 /// one test writes it: they all hold this lock.

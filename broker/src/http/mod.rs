@@ -6,7 +6,8 @@
 //! engine's and the fabric's counters and the process's. The API changes
 //! things only through what already does them: admin's service (status,
 //! delete, purge, leadership), the queue directory's prepare (declare, as
-//! an attach), the engine's table of live connections (close). No lock is
+//! an attach), the engine's table of live connections (close), the node's
+//! policy set (`NodeView::set_policies`). No lock is
 //! held across an await.
 //!
 //! - `server.rs`: the listener (HTTP, or HTTPS with the AMQP listener's
@@ -39,10 +40,11 @@ use http_body_util::Full;
 
 use crate::admin::AdminService;
 use crate::auth::Authenticator;
+use crate::config::PolicyConfig;
 use crate::engine::{EngineCounters, LiveConnections};
 use crate::meta::Metadata;
 use crate::net::NodeId;
-use crate::queue::{QueueDirectory, QueueStats};
+use crate::queue::{PolicyError, QueueDirectory, QueueStats};
 use crate::quorum::QuorumNode;
 
 pub(crate) use server::serve;
@@ -63,6 +65,11 @@ pub(crate) trait NodeView: Send + Sync + 'static {
     fn login_failures(&self) -> u64;
     /// The fabric's counters and links, in cluster mode between processes.
     fn fabric(&self) -> Option<FabricView>;
+    /// The node's queue policies in force, in order.
+    fn policies(&self) -> Vec<PolicyConfig>;
+    /// Replace the node's queue policies (on every open queue too); the
+    /// number in force. A refused set changes nothing.
+    fn set_policies(&self, policies: &[PolicyConfig]) -> Result<usize, PolicyError>;
 }
 
 /// The fabric as the metrics show it.

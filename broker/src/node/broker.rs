@@ -21,17 +21,20 @@ use super::dispatcher::NodeDispatcher;
 use super::fabric::{FabricSettings, FabricTransport};
 use super::fatal::{watch_node, FatalError, FatalWatch};
 use super::http_view::{self, HttpView};
+use super::policies::NodePolicies;
 use super::registry::Registry;
 use super::replica_sets::MetadataReplicaSets;
-use super::startup::{effective_quorum_config, initial_members, validate};
+use super::startup::{effective_quorum_config, fabric_tls, initial_members, validate};
 use crate::admin::{AdminHandler, AdminService, FabricControl};
 use crate::auth::{AuthError, Authenticator};
-use crate::config::{BrokerConfig, FabricTlsConfig, QuorumConfig};
+use crate::config::PolicyConfig;
+use crate::config::{BrokerConfig, QuorumConfig};
 use crate::engine::{ConnectionContext, EngineCounters, LiveConnections};
 use crate::forward::{Forwarder, LocalQueues, PeerAsker};
 use crate::meta::{MetaOptions, Metadata};
 use crate::net::{LocalTransport, NodeHandler, NodeTransport};
-use crate::queue::{QueueDirectory, QueueStats};
+use crate::queue::QueueStats;
+use crate::queue::{Policies, PolicyError, PolicySet, QueueAddress, QueueDirectory, QueuePolicy};
 use crate::quorum::QuorumNode;
 use crate::tls::{TlsError, TlsServer};
 
@@ -110,6 +113,8 @@ pub struct Broker {
     node_id: u64,
     /// The first fatal fault of the node's storage, once there is one.
     fatal: FatalWatch,
+    /// The queue policies and the queues they are put on.
+    policies: Arc<NodePolicies>,
 }
 
 /// The node's parts that serve queues, assembled in order (each step
@@ -120,6 +125,7 @@ struct Parts {
     forwarder: Arc<Forwarder>,
     registry: Arc<Registry>,
     control: Arc<QueueAdmin>,
+    policies: Arc<NodePolicies>,
 }
 
 impl Broker {
@@ -214,6 +220,7 @@ impl Broker {
                 stopping: shutdown_rx.clone(),
                 auth: auth.clone(),
                 fabric: fabric.clone(),
+                policies: parts.policies.clone(),
             };
             let sources = crate::http::Sources {
                 node_id,
@@ -279,6 +286,7 @@ impl Broker {
             _admin: admin,
             node_id,
             fatal,
+            policies: parts.policies,
         })
     }
 
@@ -313,6 +321,24 @@ impl Broker {
             tls: self.tls.as_ref().map(|tls| tls.reload()),
             users: self.users_file.then(|| self.auth.reload()),
         }
+    }
+
+    /// Replace the node's queue policies (SIGHUP in `ramqp-brokerd`,
+    /// `PUT /api/policies`) and put them on every open queue of this node;
+    /// the number in force. A refused set changes nothing.
+    pub fn set_policies(&self, policies: &[PolicyConfig]) -> Result<usize, PolicyError> {
+        self.policies.replace(policies)
+    }
+
+    /// The node's queue policies in force, in order.
+    pub fn policies(&self) -> Vec<PolicyConfig> {
+        self.policies.current()
+    }
+
+    /// The policy the queue at `address` has on this node now (`None`:
+    /// none matches, or no such queue or replica here).
+    pub fn queue_policy(&self, address: &str) -> Option<Arc<QueuePolicy>> {
+        self.policies.of_queue(&QueueAddress::parse(address).ok()?)
     }
 
     /// Failed logins since start (each was answered with SASL outcome
@@ -466,23 +492,6 @@ async fn start_transport(
     Ok((fabric.clone() as Arc<dyn NodeTransport>, Some(fabric)))
 }
 
-/// The fabric's mutual TLS from its files: all three or none.
-fn fabric_tls(config: &FabricTlsConfig) -> Result<Option<fabric::FabricTls>, BrokerError> {
-    let name = config
-        .server_name
-        .clone()
-        .unwrap_or_else(|| fabric::DEFAULT_FABRIC_SERVER_NAME.to_owned());
-    match (&config.ca_file, &config.cert_file, &config.key_file) {
-        (None, None, None) => Ok(None),
-        (Some(ca), Some(cert), Some(key)) => fabric::FabricTls::from_files(ca, cert, key, name)
-            .map(Some)
-            .map_err(|e| BrokerError::Config(e.to_string())),
-        _ => Err(BrokerError::Config(
-            "fabric TLS needs all of [cluster.tls] ca_file, cert_file and key_file".into(),
-        )),
-    }
-}
-
 /// Open the quorum side and the cluster metadata on the node's data, wire
 /// them to each other and to forwarding, and make the queue registry.
 async fn assemble(
@@ -492,9 +501,17 @@ async fn assemble(
     transport: &Arc<dyn NodeTransport>,
 ) -> Result<Parts, BrokerError> {
     let node_id = quorum_config.node_id;
-    let quorum = QuorumNode::open(data_dir, transport.clone(), quorum_config.clone())
-        .await
-        .map_err(BrokerError::Quorum)?;
+    let set =
+        PolicySet::compile(&config.policies).map_err(|e| BrokerError::Config(e.to_string()))?;
+    let policies = Arc::new(Policies::new(set));
+    let quorum = QuorumNode::open(
+        data_dir,
+        transport.clone(),
+        quorum_config.clone(),
+        policies.clone(),
+    )
+    .await
+    .map_err(BrokerError::Quorum)?;
     let metadata = Metadata::open(
         node_id,
         &data_dir.join("meta"),
@@ -515,6 +532,7 @@ async fn assemble(
         config.queues.clone(),
         quorum.clone(),
         forwarder.clone(),
+        policies.clone(),
     ));
     let local: Weak<dyn LocalQueues> = Arc::downgrade(&registry) as _;
     forwarder.set_local_queues(local);
@@ -523,12 +541,18 @@ async fn assemble(
         quorum: quorum.clone(),
         metadata: metadata.clone(),
     });
+    let policies = Arc::new(NodePolicies::new(
+        policies,
+        registry.clone(),
+        quorum.clone(),
+    ));
     Ok(Parts {
         quorum,
         metadata,
         forwarder,
         registry,
         control,
+        policies,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The node as the HTTP endpoint (`crate::http`) sees it: the parts of the
 //! assembly it may read (transient queues, the fatal fault, whether the
-//! node stops, failed logins, the fabric), behind the endpoint's
+//! node stops, failed logins, the fabric) and the policy set it may
+//! replace, behind the endpoint's
 //! [`NodeView`] trait, and starting the endpoint's listener.
 
 use std::sync::Arc;
@@ -10,10 +11,12 @@ use tokio::sync::watch;
 
 use super::fabric::FabricTransport;
 use super::fatal::FatalWatch;
+use super::policies::NodePolicies;
 use super::registry::Registry;
 use crate::auth::Authenticator;
+use crate::config::PolicyConfig;
 use crate::http::{FabricView, NodeView, Sources};
-use crate::queue::QueueStats;
+use crate::queue::{PolicyError, QueueStats};
 use crate::tls::TlsServer;
 
 /// What the endpoint reads of the node.
@@ -23,6 +26,7 @@ pub(super) struct HttpView {
     pub(super) stopping: watch::Receiver<bool>,
     pub(super) auth: Arc<Authenticator>,
     pub(super) fabric: Option<Arc<FabricTransport>>,
+    pub(super) policies: Arc<NodePolicies>,
 }
 
 impl NodeView for HttpView {
@@ -40,6 +44,14 @@ impl NodeView for HttpView {
 
     fn login_failures(&self) -> u64 {
         self.auth.throttle().failures_total()
+    }
+
+    fn policies(&self) -> Vec<PolicyConfig> {
+        self.policies.current()
+    }
+
+    fn set_policies(&self, policies: &[PolicyConfig]) -> Result<usize, PolicyError> {
+        self.policies.replace(policies)
     }
 
     fn fabric(&self) -> Option<FabricView> {

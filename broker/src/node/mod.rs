@@ -12,6 +12,8 @@
 //! - `dispatcher.rs`: the node's transport handler (Raft, metadata, forwarding);
 //! - `registry.rs`: queues by address (the engine's `QueueDirectory`);
 //! - `queue_admin.rs`: deleting and purging queues (admin's `QueueControl`);
+//! - `policies.rs`: replacing the queue policy set and putting it on every
+//!   open queue;
 //! - `replica_sets.rs`: the cluster metadata as the quorum side's replica sets;
 //! - `fabric.rs`: the node transport over the gRPC fabric, following the
 //!   metadata's members;
@@ -30,6 +32,7 @@ mod dispatcher;
 mod fabric;
 mod fatal;
 mod http_view;
+mod policies;
 mod queue_admin;
 mod registry;
 mod replica_sets;

@@ -19,8 +19,8 @@ use std::time::Duration;
 use crate::config::QueuesConfig;
 use crate::forward::{Forwarder, LocalQueues, RoutedQueue, Target};
 use crate::queue::{
-    LookupError, PrepareFuture, Queue, QueueAddress, QueueDirectory, QueueKind, QueueStats,
-    TransientQueue, DYNAMIC_PREFIX,
+    LookupError, Policies, PrepareFuture, Queue, QueueAddress, QueueDirectory, QueueKind,
+    QueueStats, TransientQueue, DYNAMIC_PREFIX,
 };
 use crate::quorum::QuorumNode;
 
@@ -35,6 +35,8 @@ pub(crate) struct Registry {
     quorum: Arc<QuorumNode>,
     forwarder: Arc<Forwarder>,
     routed: RwLock<HashMap<QueueAddress, Arc<RoutedQueue>>>,
+    /// The node's queue policies, resolved when a transient queue is made.
+    policies: Arc<Policies>,
 }
 
 /// Names tried for a dynamic queue before giving up (see `dynamic_address`).
@@ -57,6 +59,7 @@ impl Registry {
         config: QueuesConfig,
         quorum: Arc<QuorumNode>,
         forwarder: Arc<Forwarder>,
+        policies: Arc<Policies>,
     ) -> Registry {
         let registry = Registry {
             queues: RwLock::new(HashMap::new()),
@@ -72,6 +75,7 @@ impl Registry {
             quorum,
             forwarder,
             routed: RwLock::new(HashMap::new()),
+            policies,
         };
         for name in registry.config.declare.clone() {
             if let Ok(address) = QueueAddress::parse(&format!("/queues/{name}")) {
@@ -89,16 +93,36 @@ impl Registry {
     }
 
     fn create(&self, address: QueueAddress) -> Arc<dyn Queue> {
+        // Resolved under the map's write lock: `apply_policies` replaces
+        // the set before it lists the map, so a queue made meanwhile has
+        // either the new policy or is in the list.
         write(&self.queues)
             .entry(address.clone())
             .or_insert_with(|| {
                 tracing::info!(queue = %address, "queue created");
-                Arc::new(
+                let policy = self.policies.resolve(&address);
+                let queue =
                     TransientQueue::new(address, self.config.max_messages, self.config.max_bytes)
-                        .with_alarm(self.quorum.alarm()),
-                )
+                        .with_alarm(self.quorum.alarm());
+                queue.set_policy(policy);
+                Arc::new(queue)
             })
             .clone()
+    }
+
+    /// Set every transient queue's policy from the node's current set
+    /// (after it was replaced).
+    pub(crate) fn apply_policies(&self) {
+        let set = self.policies.current();
+        let queues: Vec<Arc<TransientQueue>> = read(&self.queues).values().cloned().collect();
+        for queue in queues {
+            queue.set_policy(set.resolve(queue.address()));
+        }
+    }
+
+    /// The transient queue at `address` held here, if there is one.
+    pub(crate) fn transient(&self, address: &QueueAddress) -> Option<Arc<TransientQueue>> {
+        read(&self.queues).get(address).cloned()
     }
 
     /// A fresh dynamic queue name that this node owns (a transient queue

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::broker::BrokerError;
-use crate::config::{BrokerConfig, QuorumConfig};
+use crate::config::{BrokerConfig, FabricTlsConfig, QuorumConfig};
 use crate::meta::NodeInfo;
 use crate::net::NodeId;
 
@@ -47,6 +47,25 @@ pub(crate) fn initial_members(
         members.entry(quorum.node_id).or_default().fabric = listen.to_string();
     }
     members
+}
+
+/// The fabric's mutual TLS from its files: all three or none.
+pub(crate) fn fabric_tls(
+    config: &FabricTlsConfig,
+) -> Result<Option<fabric::FabricTls>, BrokerError> {
+    let name = config
+        .server_name
+        .clone()
+        .unwrap_or_else(|| fabric::DEFAULT_FABRIC_SERVER_NAME.to_owned());
+    match (&config.ca_file, &config.cert_file, &config.key_file) {
+        (None, None, None) => Ok(None),
+        (Some(ca), Some(cert), Some(key)) => fabric::FabricTls::from_files(ca, cert, key, name)
+            .map(Some)
+            .map_err(|e| BrokerError::Config(e.to_string())),
+        _ => Err(BrokerError::Config(
+            "fabric TLS needs all of [cluster.tls] ca_file, cert_file and key_file".into(),
+        )),
+    }
 }
 
 pub(crate) fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
@@ -113,6 +132,8 @@ pub(crate) fn validate(config: &BrokerConfig) -> Result<(), BrokerError> {
     if config.quorum.node_id == 0 {
         return Err(BrokerError::Config("quorum.node_id 0 is reserved".into()));
     }
+    crate::queue::PolicySet::compile(&config.policies)
+        .map_err(|e| BrokerError::Config(e.to_string()))?;
     for name in &config.queues.declare {
         crate::queue::QueueAddress::parse(&format!("/queues/{name}"))
             .map_err(|e| BrokerError::Config(format!("queues.declare: {e}")))?;

@@ -8,6 +8,7 @@
 //! Deliveries go to a consumer's [`Sink`] only within its credit.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 // Keyed by ids this broker assigns (message and consumer ids), looked up
 // for every delivery and settlement: a fast hasher, no flooding resistance
@@ -15,6 +16,7 @@ use std::collections::{BTreeMap, VecDeque};
 use foldhash::HashMap;
 
 use super::message::{Delivery, Message, MessageId};
+use super::policy::QueuePolicy;
 use super::sink::{QueueEventKind, Sink};
 use super::{ConsumerId, ConsumerOptions, Outcome};
 
@@ -106,9 +108,23 @@ pub(crate) struct Dispatcher {
     delivered_total: u64,
     /// Deliveries settled accepted or rejected so far (for metrics).
     acknowledged_total: u64,
+    /// The queue's effective policy (`policy.rs`), set by the queue's
+    /// owner; `None` (nearly always) costs nothing per message. Kept by
+    /// `clear`, so a quorum queue's replica keeps it across leaderships.
+    policy: Option<Arc<QueuePolicy>>,
 }
 
 impl Dispatcher {
+    /// The queue's effective policy, if one matches its address.
+    pub(crate) fn policy(&self) -> Option<&Arc<QueuePolicy>> {
+        self.policy.as_ref()
+    }
+
+    /// Put the queue's (new) effective policy in force.
+    pub(crate) fn set_policy(&mut self, policy: Option<Arc<QueuePolicy>>) {
+        self.policy = policy;
+    }
+
     /// Messages waiting (not out with a consumer).
     pub(crate) fn n_ready(&self) -> usize {
         self.ready.len() + self.returned.len()

@@ -13,16 +13,21 @@ mod directory;
 pub(crate) mod dispatch;
 pub mod filter;
 mod message;
+mod pattern;
+mod policy;
 mod resource_alarm;
 mod sink;
 mod transient;
 
 pub(crate) use resource_alarm::{spawn_watcher, ResourceAlarm, ResourceLimits};
 
+pub use crate::config::{Overflow, PolicyConfig};
 pub use address::{AddressError, QueueAddress, QueueKind, QUEUE_NAME_MAX_BYTES};
 pub use consumer_options::ConsumerOptions;
 pub use directory::{LookupError, PrepareFuture, QueueDirectory, DYNAMIC_PREFIX};
 pub use message::{Delivery, Message, MessageId};
+pub use pattern::{AddressPattern, PatternError};
+pub use policy::{Policies, PolicyError, PolicySet, QueuePolicy};
 pub use sink::{QueueEvent, QueueEventKind, Sink};
 pub use transient::TransientQueue;
 

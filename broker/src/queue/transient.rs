@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::address::QueueAddress;
 use super::dispatch::{Dispatcher, Entry, Settled};
 use super::message::{Message, MessageId};
+use super::policy::QueuePolicy;
 use super::resource_alarm::ResourceAlarm;
 use super::sink::{QueueEventKind, Sink};
 use crate::codec::definitions::condition::RESOURCE_DELETED;
@@ -63,6 +64,19 @@ impl TransientQueue {
     pub(crate) fn with_alarm(mut self, alarm: Arc<ResourceAlarm>) -> Self {
         self.alarm = Some(alarm);
         self
+    }
+
+    /// Put the queue's effective policy in force (see `policy.rs`).
+    pub fn set_policy(&self, policy: Option<Arc<QueuePolicy>>) {
+        let mut state = self.lock();
+        state.dispatcher.set_policy(policy);
+        // A raised or removed limit may make room.
+        self.wake_publishers(&mut state);
+    }
+
+    /// The queue's effective policy.
+    pub fn policy(&self) -> Option<Arc<QueuePolicy>> {
+        self.lock().dispatcher.policy().cloned()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

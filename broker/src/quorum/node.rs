@@ -25,7 +25,9 @@ use crate::latency::{LatencyHistogram, LatencySnapshot};
 use crate::net::NodeId;
 use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::paging::StoreOptions;
-use crate::queue::{self as queues, Queue, QueueAddress, QueueKind, ResourceAlarm, ResourceLimits};
+use crate::queue::{
+    self as queues, Policies, Queue, QueueAddress, QueueKind, ResourceAlarm, ResourceLimits,
+};
 use crate::raft::network::GroupNetwork;
 use crate::raft::{group_id, open_log_store, GroupId, PurgeGatedLog, RpcKind};
 
@@ -105,6 +107,9 @@ pub struct QuorumNode {
     alarm: Arc<ResourceAlarm>,
     /// Proposal-to-commit time of publishes, across the node's queues.
     commit_latency: Arc<LatencyHistogram>,
+    /// The node's queue policies: resolved when a group opens here, set
+    /// again on every open group by [`QuorumNode::apply_policies`].
+    policies: Arc<Policies>,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -117,11 +122,12 @@ const NAME_FILE: &str = "queue-name";
 
 impl QuorumNode {
     /// Open the node's quorum state under `data_dir` and re-open every
-    /// group found there.
+    /// group found there, each with its policy from `policies`.
     pub async fn open(
         data_dir: &Path,
         transport: Arc<dyn NodeTransport>,
         config: QuorumConfig,
+        policies: Arc<Policies>,
     ) -> Result<Arc<QuorumNode>, QuorumError> {
         let dir = data_dir.join("quorum");
         std::fs::create_dir_all(&dir).map_err(|source| QuorumError::Io {
@@ -172,6 +178,7 @@ impl QuorumNode {
             resident_budget: Arc::new(NodeBudget::new(config_budget)),
             alarm: Arc::new(ResourceAlarm::default()),
             commit_latency: Arc::new(LatencyHistogram::default()),
+            policies,
         });
         queues::spawn_watcher(
             &node.alarm,
@@ -290,9 +297,13 @@ impl QuorumNode {
         init: Option<&[NodeId]>,
     ) -> Result<Arc<QuorumQueue>, QuorumError> {
         let group = group_id(name);
+        let mut opened = false;
         let queue = self
             .cell(group)
-            .get_or_try_init(|| self.open_group(name, group, init))
+            .get_or_try_init(|| {
+                opened = true;
+                self.open_group(name, group, init)
+            })
             .await?
             .clone();
         if queue.address().name() != name {
@@ -300,6 +311,11 @@ impl QuorumNode {
                 name.into(),
                 queue.address().name().into(),
             ));
+        }
+        if opened {
+            // The set may have changed while the group opened, after
+            // `apply_policies` listed the open groups without this one.
+            queue.set_policy(self.policies.resolve(queue.address()));
         }
         Ok(queue)
     }
@@ -351,6 +367,10 @@ impl QuorumNode {
             address.to_string(),
             self.commit_latency.clone(),
         ));
+        shared
+            .lock()
+            .dispatcher
+            .set_policy(self.policies.resolve(&address));
         let state_machine = QueueStateMachine::open(&dir, shared.clone())
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
         let log_store = PurgeGatedLog::new(
@@ -384,6 +404,15 @@ impl QuorumNode {
             Duration::from_millis(self.config.publish_timeout_ms),
             self.alarm.clone(),
         ))
+    }
+
+    /// Set every open group's policy from the node's current set (after
+    /// it was replaced).
+    pub(crate) fn apply_policies(&self) {
+        let set = self.policies.current();
+        for queue in self.queues() {
+            queue.set_policy(set.resolve(queue.address()));
+        }
     }
 
     /// Why publishers to this node's quorum queues are held back (disk or

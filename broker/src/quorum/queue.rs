@@ -23,7 +23,7 @@ use crate::queue::dispatch::Settled;
 use crate::queue::ResourceAlarm;
 use crate::queue::{
     ConsumerId, ConsumerOptions, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
-    QueueAddress, QueueError, QueueStats, Sink, TxnPart,
+    QueueAddress, QueueError, QueuePolicy, QueueStats, Sink, TxnPart,
 };
 use crate::raft::RaftStatus;
 
@@ -106,6 +106,17 @@ impl QuorumQueue {
             contact: LeaderContact::default(),
             publish_timeout,
         })
+    }
+
+    /// Put the queue's effective policy in force on this replica. Only a
+    /// leader decides with it (its decisions go into the log).
+    pub(crate) fn set_policy(&self, policy: Option<Arc<QueuePolicy>>) {
+        self.shared.lock().dispatcher.set_policy(policy);
+    }
+
+    /// The queue's effective policy on this node.
+    pub fn policy(&self) -> Option<Arc<QueuePolicy>> {
+        self.shared.lock().dispatcher.policy().cloned()
     }
 
     /// Stop proposing publishes and settlements; returns once every

@@ -10,7 +10,7 @@ use hyper::StatusCode;
 
 use super::access::{authenticate, HttpPeer};
 use super::route::{route, Route, RouteError};
-use super::{cluster, connections, queues, reply};
+use super::{cluster, connections, policies, queues, reply};
 use crate::http::{Answer, Sources};
 
 /// Answer the API request of `parts` with its (bounded, read) `body`.
@@ -45,5 +45,7 @@ pub(in crate::http) async fn answer(
         }
         Route::Connections => connections::list(sources, &caller),
         Route::CloseConnection(id) => connections::close(sources, &caller, id),
+        Route::Policies => policies::list(sources, &caller),
+        Route::SetPolicies => policies::replace(sources, &caller, &body),
     }
 }

@@ -34,6 +34,10 @@ pub(super) enum Route {
     Connections,
     /// `DELETE /api/connections/{id}`
     CloseConnection(u64),
+    /// `GET /api/policies`
+    Policies,
+    /// `PUT /api/policies`
+    SetPolicies,
 }
 
 /// Why a request has no route.
@@ -101,6 +105,11 @@ pub(super) fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
         ["nodes"] => only("GET, HEAD", get, Route::Nodes),
         ["queues"] => only("GET, HEAD", get, Route::Queues),
         ["connections"] => only("GET, HEAD", get, Route::Connections),
+        ["policies"] => match *method {
+            Method::PUT => Ok(Route::SetPolicies),
+            _ if get => Ok(Route::Policies),
+            _ => Err(RouteError::Method("GET, HEAD, PUT")),
+        },
         ["queues", kind, name] => {
             let address = address(kind, name)?;
             match *method {
@@ -169,6 +178,12 @@ mod tests {
             Ok(Route::MoveLeadership(q("/quorum/o")))
         );
         assert_eq!(route(&get, "/api/connections"), Ok(Route::Connections));
+        assert_eq!(route(&get, "/api/policies"), Ok(Route::Policies));
+        assert_eq!(route(&Method::PUT, "/api/policies"), Ok(Route::SetPolicies));
+        assert_eq!(
+            route(&Method::POST, "/api/policies"),
+            Err(RouteError::Method("GET, HEAD, PUT"))
+        );
         assert_eq!(
             route(&Method::DELETE, "/api/connections/17"),
             Ok(Route::CloseConnection(17))
