@@ -1,147 +1,269 @@
-//! Guards against the filter echo: the broker's attach reply used to copy
-//! the consumer's source, filters included, although it applies none. A JMS
-//! client with a selector then believed the selector active and received
-//! every message. The sender's reply must state the terminus actually in
-//! place (AMQP 1.0 section 3.5.3): no filter, and no `copy` distribution
-//! mode (a queue's consumers always take messages), the rest of the source
-//! as asked, so a client that needs a filter can detach.
+//! Filters on a receiver's source, with fe2o3-amqp: a JMS selector
+//! (`apache.org:selector-filter:string`) and RabbitMQ's
+//! `amqp:application-properties-filter` are applied at dispatch on
+//! transient and quorum queues (messages a filter passes over stay, in
+//! order, for other consumers), also for a consumer attached at a node that
+//! does not lead the queue; the attach reply echoes exactly the filters
+//! applied; a selector that does not parse refuses the attach with
+//! amqp:invalid-field.
 
 mod common;
+
+use std::time::Duration;
 
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::link::ReceiverAttachError;
-use fe2o3_amqp::types::messaging::{DistributionMode, Source as FeSource};
-use fe2o3_amqp::Receiver;
-use ramqpd_broker::codec::{Descriptor, Performative, Role, Symbol, Value};
+use fe2o3_amqp::types::definitions::{AmqpError, ErrorCondition};
+use fe2o3_amqp::types::messaging::{ApplicationProperties, Message, Source as FeSource};
+use fe2o3_amqp::types::primitives::{SimpleValue, Value as FeValue};
+use fe2o3_amqp::{Receiver, Sender};
+use ramqpd_broker::{BrokerConfig, Cluster};
+use serde_amqp::described::Described;
+use serde_amqp::descriptor::Descriptor;
 
-/// The selector filter's key and descriptor as JMS clients send them
-/// (Qpid Proton's `Selector`, Qpid JMS).
-const SELECTOR_KEY: &str = "jms-selector";
-const SELECTOR_DESCRIPTOR: u64 = 0x0000_468C_0000_0004;
+const SELECTOR_CODE: u64 = 0x0000_468C_0000_0004;
 
-/// A source for `/queues/<queue>` with a selector and the `copy` mode.
-/// fe2o3 cannot build a described filter value from outside its crate, so
-/// the entry uses the legacy format (a plain string), which many clients
-/// still send; the broker must leave it out of its reply all the same.
-fn filtered_source(queue: &str) -> FeSource {
-    FeSource::builder()
-        .address(format!("/queues/{queue}"))
-        .add_to_filter_using_legacy_format(SELECTOR_KEY, "colour = 'red'")
-        .distribution_mode(DistributionMode::Copy)
-        .build()
+fn selector(text: &str) -> Described<FeValue> {
+    Described {
+        descriptor: Descriptor::Code(SELECTOR_CODE),
+        value: FeValue::String(text.to_owned()),
+    }
 }
 
-#[tokio::test]
-async fn fe2o3_receiver_requiring_a_filter_sees_it_is_not_in_place() {
-    let broker = start().await;
-    let mut connection = connect(&broker, "filter-fe2o3").await;
-    let mut session = begin_session(&mut connection).await;
-    // fe2o3 compares the reply's filter with the one it asked for and
-    // gives up the link when an entry is missing, as the spec intends.
-    let refused = step(
-        "fe2o3 filtered receiver attach",
+/// `amqp:application-properties-filter` on `colour`.
+fn colour_filter(colour: &str) -> Described<FeValue> {
+    let mut map = fe2o3_amqp::types::primitives::OrderedMap::new();
+    map.insert(
+        FeValue::String("colour".to_owned()),
+        FeValue::String(colour.to_owned()),
+    );
+    Described {
+        descriptor: Descriptor::Name("amqp:application-properties-filter".into()),
+        value: FeValue::Map(map),
+    }
+}
+
+async fn send_coloured(sender: &mut Sender, colour: &str, text: &str) {
+    let message = Message::builder()
+        .application_properties(
+            ApplicationProperties::builder()
+                .insert("colour", SimpleValue::String(colour.to_owned()))
+                .build(),
+        )
+        .value(text.to_owned())
+        .build();
+    let outcome = step("send", sender.send(message))
+        .await
+        .expect("send succeeds");
+    assert!(outcome.is_accepted(), "{outcome:?}");
+}
+
+/// Attach a receiver with `filters` (key, filter) on `address`; fe2o3
+/// checks that the reply's source holds every filter asked for.
+async fn filtered_receiver(
+    session: &mut Sess,
+    name: &str,
+    address: &str,
+    filters: Vec<(&str, Described<FeValue>)>,
+) -> Result<Receiver, ReceiverAttachError> {
+    let mut source = FeSource::builder().address(address.to_owned());
+    for (key, filter) in filters {
+        source = source.add_to_filter(key, filter);
+    }
+    step(
+        "filtered receiver attach",
         Receiver::builder()
-            .name("filtered")
-            .source(filtered_source("filtered"))
-            .attach(&mut session),
+            .name(name.to_owned())
+            .source(source.build())
+            .credit_mode(CreditMode::Manual)
+            .attach(session),
+    )
+    .await
+}
+
+/// Publish blue/red messages to `address`: a filtered receiver gets the
+/// red ones only; a plain one then gets the blue ones, in order.
+async fn only_matches_and_the_rest_stays(
+    broker_url: &str,
+    address: &str,
+    filter: Described<FeValue>,
+) {
+    let mut connection = step(
+        "connect",
+        fe2o3_amqp::Connection::open("filters", broker_url),
+    )
+    .await
+    .expect("connects");
+    let mut session = begin_session(&mut connection).await;
+    let mut sender = step("sender", Sender::attach(&mut session, "tx", address))
+        .await
+        .expect("sender attaches");
+    for (colour, text) in [("blue", "b1"), ("red", "r1"), ("blue", "b2"), ("red", "r2")] {
+        send_coloured(&mut sender, colour, text).await;
+    }
+    let mut picky = filtered_receiver(&mut session, "picky", address, vec![("f", filter.clone())])
+        .await
+        .expect("the filtered receiver attaches (its filter is echoed)");
+    let echoed = picky
+        .source()
+        .clone()
+        .and_then(|s| s.filter)
+        .expect("a filter set");
+    assert_eq!(echoed.len(), 1);
+    let key: fe2o3_amqp::types::primitives::Symbol = "f".into();
+    assert_eq!(
+        echoed.get(&key),
+        Some(&FeValue::Described(Box::new(filter)))
+    );
+    step("credit", picky.set_credit(10)).await.expect("credit");
+    for want in ["r1", "r2"] {
+        let (delivery, text) = recv_text(&mut picky).await;
+        assert_eq!(text, want);
+        step("accept", picky.accept(&delivery))
+            .await
+            .expect("accept");
+    }
+    expect_nothing(
+        &mut picky,
+        Duration::from_millis(300),
+        "no other red message",
     )
     .await;
-    match refused {
-        Err(ReceiverAttachError::DesiredFilterNotSupported(e)) => {
-            assert_eq!(e.not_supported, vec![SELECTOR_KEY.into()]);
-        }
-        Err(other) => panic!("expected DesiredFilterNotSupported, got {other:?}"),
-        Ok(_) => panic!("the attach succeeded: the broker claimed the filter"),
-    }
-    // The connection and session go on.
-    let mut sender = attach_sender(&mut session, "filtered-sender", "filtered").await;
-    send_text(&mut sender, "blue").await;
-    let mut receiver = attach_receiver(&mut session, "plain", "filtered", 1).await;
-    let (delivery, text) = recv_text(&mut receiver).await;
-    assert_eq!(text, "blue");
-    step("accept", receiver.accept(&delivery))
-        .await
-        .expect("accept sent");
-    sender.close().await.expect("sender closes");
-    receiver.close().await.expect("receiver closes");
-    session.close().await.expect("session ends");
-    connection.close().await.expect("connection closes");
-    stop(broker).await;
-}
-
-#[tokio::test]
-async fn fe2o3_receiver_that_tolerates_no_filter_reads_the_source_in_place() {
-    let broker = start().await;
-    let mut connection = connect(&broker, "filter-fe2o3-lenient").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut receiver = step(
-        "fe2o3 lenient filtered receiver attach",
+    let mut plain = step(
+        "plain receiver",
         Receiver::builder()
-            .name("filtered-lenient")
-            .source(filtered_source("lenient"))
-            .verify_incoming_source(false)
+            .name("plain")
+            .source(address)
             .credit_mode(CreditMode::Manual)
             .attach(&mut session),
     )
     .await
-    .expect("receiver attaches");
-    // fe2o3 replaces its source with the one in the broker's reply.
-    let remote = receiver.source().clone().expect("the reply has a source");
-    assert_eq!(remote.filter, None, "no filter is applied: {remote:?}");
-    assert_eq!(remote.distribution_mode, None, "not copy: {remote:?}");
-    assert_eq!(
-        remote.address.as_deref(),
-        Some("/queues/lenient"),
-        "the address is kept"
-    );
-    // The link is an unfiltered consumer: it gets the message the
-    // selector would have excluded.
-    let mut sender = attach_sender(&mut session, "lenient-sender", "lenient").await;
-    send_text(&mut sender, "blue").await;
-    step("set credit", receiver.set_credit(1))
+    .expect("plain receiver attaches");
+    // Credit for the two blue ones only, so that it competes for nothing
+    // after them.
+    step("credit", plain.set_credit(2)).await.expect("credit");
+    for want in ["b1", "b2"] {
+        let (delivery, text) = recv_text(&mut plain).await;
+        assert_eq!(text, want);
+        step("accept", plain.accept(&delivery))
+            .await
+            .expect("accept");
+    }
+    // A new red message published now goes to the filtered receiver.
+    send_coloured(&mut sender, "red", "r3").await;
+    let (delivery, text) = recv_text(&mut picky).await;
+    assert_eq!(text, "r3");
+    step("accept", picky.accept(&delivery))
         .await
-        .expect("credit granted");
-    let (delivery, text) = recv_text(&mut receiver).await;
-    assert_eq!(text, "blue");
-    step("accept", receiver.accept(&delivery))
-        .await
-        .expect("accept sent");
-    sender.close().await.expect("sender closes");
-    receiver.close().await.expect("receiver closes");
-    session.close().await.expect("session ends");
-    connection.close().await.expect("connection closes");
+        .expect("accept");
+    let _ = picky.close().await;
+    let _ = plain.close().await;
+    let _ = sender.close().await;
+    let _ = connection.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selectors_and_property_filters_on_transient_and_quorum_queues() {
+    let broker = start().await;
+    let url = broker.url().to_string();
+    for address in ["/queues/sel", "/quorum/sel"] {
+        only_matches_and_the_rest_stays(
+            &url,
+            address,
+            selector("colour = 'red' AND JMSPriority = 4"),
+        )
+        .await;
+    }
+    for address in ["/queues/eq", "/quorum/eq"] {
+        only_matches_and_the_rest_stays(&url, address, colour_filter("red")).await;
+    }
     stop(broker).await;
 }
 
-#[tokio::test]
-async fn raw_attach_with_a_described_selector_gets_a_source_without_filter() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_selector_refuses_and_unknown_filters_are_not_echoed() {
     let broker = start().await;
-    let mut raw = Raw::connect(broker.local_addr()).await;
-    raw.open().await;
-    raw.begin(0).await;
-    let mut request = attach(0, Role::Receiver, "filtered-raw");
-    let selector = Value::Described(Box::new((
-        Descriptor::Code(SELECTOR_DESCRIPTOR),
-        Value::String("colour = 'red'".into()),
-    )));
-    let source = request
-        .source
-        .as_mut()
-        .expect("frames::attach sets a source");
-    source.filter = Some(vec![(Symbol::from(SELECTOR_KEY), selector)]);
-    source.distribution_mode = Some(Symbol::from("move"));
-    source.capabilities = vec![Symbol::from("queue")];
-    raw.send(0, Performative::Attach(Box::new(request))).await;
-    let reply = match raw.performative().await {
-        (_, Performative::Attach(reply), _) => reply,
-        other => panic!("expected attach, got {other:?}"),
+    let mut connection = connect(&broker, "filters-bad").await;
+    let mut session = begin_session(&mut connection).await;
+    match filtered_receiver(
+        &mut session,
+        "bad",
+        "/queues/bad",
+        vec![("s", selector("colour = "))],
+    )
+    .await
+    {
+        Err(ReceiverAttachError::RemoteClosedWithError(error)) => {
+            assert_eq!(
+                error.condition,
+                ErrorCondition::AmqpError(AmqpError::InvalidField),
+                "{error:?}"
+            );
+        }
+        Err(other) => panic!("expected amqp:invalid-field, got {other:?}"),
+        Ok(_) => panic!("a selector that does not parse was accepted"),
+    }
+    // An unknown filter type is neither applied nor echoed: a client that
+    // requires it sees it missing...
+    let unknown = Described {
+        descriptor: Descriptor::Code(0x0000_468C_0000_9999),
+        value: FeValue::String("whatever".to_owned()),
     };
-    let source = reply.source.expect("the link is served: a source");
-    assert_eq!(source.filter, None, "no filter is applied: {source:?}");
-    // What the broker does do is still stated as asked.
-    assert_eq!(source.address.as_deref(), Some("/queues/filtered-raw"));
-    assert_eq!(source.distribution_mode, Some(Symbol::from("move")));
-    assert_eq!(source.capabilities, vec![Symbol::from("queue")]);
+    let filters = vec![("s", selector("colour = 'red'")), ("u", unknown)];
+    // (a fresh session: fe2o3 leaves one whose attach was refused unusable)
+    let mut session = begin_session(&mut connection).await;
+    match filtered_receiver(&mut session, "unknown", "/queues/bad", filters.clone()).await {
+        Err(ReceiverAttachError::DesiredFilterNotSupported(e)) => {
+            assert_eq!(e.not_supported, vec!["u".into()]);
+        }
+        other => panic!("expected the unknown filter missing, got {other:?}"),
+    }
+    // ...and one that tolerates it reads exactly the selector back.
+    let mut source = FeSource::builder().address("/queues/bad");
+    for (key, filter) in filters {
+        source = source.add_to_filter(key, filter);
+    }
+    let lenient = step(
+        "lenient receiver",
+        Receiver::builder()
+            .name("lenient")
+            .source(source.build())
+            .verify_incoming_source(false)
+            .attach(&mut session),
+    )
+    .await
+    .expect("attaches");
+    let echoed = lenient
+        .source()
+        .clone()
+        .and_then(|s| s.filter)
+        .expect("filters");
+    let keys: Vec<String> = echoed.keys().map(|k| k.to_string()).collect();
+    assert_eq!(keys, vec!["s".to_owned()]);
+    let _ = lenient.close().await;
+    let _ = connection.close().await;
     stop(broker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_at_a_follower_keeps_its_selector() {
+    let mut config = BrokerConfig::default();
+    fast_raft(&mut config);
+    let cluster = Cluster::start(3, config).await.expect("cluster starts");
+    publish(cluster.addr(1).expect("node 1"), "fwd-sel", &[]).await;
+    let mut leader = None;
+    eventually(Duration::from_secs(10), "a leader", || {
+        leader = cluster.leader_of("fwd-sel");
+        leader.is_some()
+    })
+    .await;
+    let follower = cluster
+        .running()
+        .into_iter()
+        .find(|n| Some(*n) != leader)
+        .expect("a follower");
+    let url = format!("amqp://{}", cluster.addr(follower).expect("follower addr"));
+    only_matches_and_the_rest_stays(&url, "/quorum/fwd-sel", selector("colour LIKE 'r%'")).await;
+    cluster.shutdown().await;
 }

@@ -38,7 +38,34 @@ mod field {
     pub(super) const REPLY_TO_GROUP_ID: usize = 12;
 }
 
+/// The properties fields' names as the spec spells them, in list order.
+const FIELD_NAMES: [&str; 13] = [
+    "message-id",
+    "user-id",
+    "to",
+    "subject",
+    "reply-to",
+    "correlation-id",
+    "content-type",
+    "content-encoding",
+    "absolute-expiry-time",
+    "creation-time",
+    "group-id",
+    "group-sequence",
+    "reply-to-group-id",
+];
+
 impl Properties {
+    /// Whether `name` is a properties field's name (e.g. `subject`).
+    pub fn is_field_name(name: &str) -> bool {
+        FIELD_NAMES.contains(&name)
+    }
+
+    /// The field named `name` (as the spec spells it), if set.
+    pub fn named(&self, name: &str) -> Option<&Value> {
+        self.get(FIELD_NAMES.iter().position(|n| *n == name)?)
+    }
+
     fn get(&self, index: usize) -> Option<&Value> {
         match self.fields.get(index) {
             None | Some(Value::Null) => None,

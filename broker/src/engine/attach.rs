@@ -3,6 +3,7 @@
 //! error) when it cannot be served, and releasing what a link held.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::error::ConnectionError;
 use super::link::{ConsumerLink, Destination, Link, PublisherLink};
@@ -14,6 +15,7 @@ use crate::codec::definitions::condition;
 use crate::codec::{
     Attach, Detach, Error, Flow, Performative, Role, Source, Symbol, Target, TargetKind,
 };
+use crate::queue::filter::MessageFilter;
 use crate::queue::{ConsumerOptions, LookupError, QueueAddress, QueueError};
 
 /// The AMQP error for a queue's refusal.
@@ -33,16 +35,17 @@ pub(crate) fn queue_error(error: &QueueError) -> Error {
 /// terminus actually in place (AMQP 1.0 section 3.5.3): a filter echoed but
 /// not applied makes a client with a selector believe it is active while
 /// it receives every message, and an echoed `copy` makes a browser believe
-/// it does not consume. No filter is applied yet, and a queue's consumers
-/// always take messages (`move`), so both are left out; a client that
-/// requires them can then detach.
-fn source_in_place(requested: Source, address: String) -> Source {
+/// it does not consume. So the filter set is exactly the entries the
+/// consumer's `MessageFilter` applies (none if it has none), and since a
+/// queue's consumers always take messages (`move`), `copy` is left out; a
+/// client that requires what is missing can then detach.
+fn source_in_place(requested: Source, address: String, filter: Option<&MessageFilter>) -> Source {
     let distribution_mode = requested
         .distribution_mode
         .filter(|mode| mode.0 == DISTRIBUTION_MODE_MOVE);
     Source {
         address: Some(address),
-        filter: None,
+        filter: filter.map(|f| f.applied().clone()),
         distribution_mode,
         ..requested
     }
@@ -286,6 +289,21 @@ impl State {
 
     fn attach_consumer(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
         let source = attach.source.as_ref();
+        // A filter of a known type that is bad (a selector that does not
+        // parse) refuses the link; unknown types are ignored (and not
+        // echoed).
+        let filter = match source
+            .and_then(|s| s.filter.as_ref())
+            .map(MessageFilter::from_filter_set)
+            .transpose()
+        {
+            Ok(filter) => filter.flatten().map(Arc::new),
+            Err(e) => {
+                let error = Error::new(condition::INVALID_FIELD, e.to_string());
+                tracing::debug!(link = %attach.name, error = %e, "consumer link refused");
+                return self.refuse(channel, attach, Role::Sender, error, out);
+            }
+        };
         let dynamic = source.is_some_and(|s| s.dynamic);
         let resolved = if dynamic {
             // A temporary queue of its own, deleted when the link goes.
@@ -304,7 +322,11 @@ impl State {
             }
         };
         let tag = self.allocate_tag(channel, attach.handle);
-        let consumer = match queue.subscribe(self.sink.clone(), tag, ConsumerOptions::default()) {
+        let options = ConsumerOptions {
+            filter: filter.clone(),
+            ..ConsumerOptions::default()
+        };
+        let consumer = match queue.subscribe(self.sink.clone(), tag, options) {
             Ok(consumer) => consumer,
             Err(e) => {
                 self.tags.remove(&tag);
@@ -323,6 +345,7 @@ impl State {
             source: Some(source_in_place(
                 attach.source.clone().unwrap_or_default(),
                 queue.address().to_string(),
+                filter.as_deref(),
             )),
             target: attach.target.clone(),
             unsettled: None,

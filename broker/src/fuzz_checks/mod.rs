@@ -46,7 +46,13 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("admin_rpc", admin_rpc),
     ("store_record", store_record),
     ("ws_frames", ws_frames),
+    ("selector_parser", selector_parser),
 ];
+
+/// A JMS selector (`queue/filter/`): parsed and evaluated, or refused.
+pub fn selector_parser(data: &[u8]) {
+    crate::queue::filter::fuzz_check::selector_parser(data);
+}
 
 /// RFC 6455 frames a WebSocket peer sends (`ws/frame.rs`): the first byte
 /// picks the role and message limit, the second the chunking.

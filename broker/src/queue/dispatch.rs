@@ -15,6 +15,7 @@ use std::sync::Arc;
 // needed.
 use foldhash::HashMap;
 
+use super::filtered_take::take_matching;
 use super::message::{Delivery, Message, MessageId};
 use super::policy::QueuePolicy;
 use super::sink::{QueueEventKind, Sink};
@@ -56,6 +57,9 @@ struct Consumer {
     /// Whether the consumer sits in `Dispatcher::waiting`.
     waiting: bool,
     options: ConsumerOptions,
+    /// With a filter: the last waiting message it tested
+    /// (`filtered_take.rs`).
+    scanned: Option<MessageId>,
 }
 
 impl Consumer {
@@ -258,6 +262,7 @@ impl Dispatcher {
                 credit_limit: delivery_count,
                 waiting: false,
                 options,
+                scanned: None,
             },
         );
         id
@@ -346,22 +351,28 @@ impl Dispatcher {
 
     /// The oldest message `consumer` may take, removed from the queue.
     fn take_for(&mut self, consumer: ConsumerId) -> Option<Entry> {
-        let filter = self
-            .consumers
-            .get(&consumer)
-            .and_then(|c| c.options.filter.as_deref());
-        let takes = |e: &Entry| {
-            !e.excluded.contains(&consumer) && filter.is_none_or(|f| f.matches(&e.message))
-        };
+        let c = self.consumers.get_mut(&consumer)?;
+        if let Some(filter) = c.options.filter.as_deref() {
+            return take_matching(
+                &mut self.returned,
+                &mut self.ready,
+                consumer,
+                filter,
+                &mut c.scanned,
+            );
+        }
         if let Some(id) = self
             .returned
             .iter()
-            .find(|(_, e)| takes(e))
+            .find(|(_, e)| !e.excluded.contains(&consumer))
             .map(|(id, _)| *id)
         {
             return self.returned.remove(&id);
         }
-        let index = self.ready.iter().position(takes)?;
+        let index = self
+            .ready
+            .iter()
+            .position(|e| !e.excluded.contains(&consumer))?;
         self.ready.remove(index)
     }
 

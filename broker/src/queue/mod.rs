@@ -12,6 +12,7 @@ mod consumer_options;
 mod directory;
 pub(crate) mod dispatch;
 pub mod filter;
+mod filtered_take;
 mod message;
 mod pattern;
 mod policy;

@@ -314,3 +314,57 @@ fn the_memory_alarm_holds_publishers_back_and_its_clearing_wakes_them() {
     );
     assert!(q.has_capacity(&sink, 4));
 }
+
+/// A message whose application properties say `colour`, body `body`.
+fn coloured(colour: &str, body: &str) -> Message {
+    use crate::codec::{Descriptor, Value};
+    let mut out = bytes::BytesMut::new();
+    for (code, value) in [
+        (
+            0x74,
+            Value::Map(vec![(
+                Value::String("colour".into()),
+                Value::String(colour.into()),
+            )]),
+        ),
+        (0x77, Value::String(body.into())),
+    ] {
+        Value::Described(Box::new((Descriptor::Code(code), value))).encode(&mut out);
+    }
+    Message {
+        bytes: out.freeze(),
+        header: None,
+        header_len: 0,
+    }
+}
+
+#[test]
+fn a_filtered_consumer_takes_only_matches_and_leaves_the_rest_in_order() {
+    let q = queue(100);
+    let (sink, mut rx) = Sink::channel();
+    let set = vec![filter::selector_entry("s", "colour = 'red'")];
+    let red = ConsumerOptions {
+        filter: filter::MessageFilter::from_filter_set(&set)
+            .unwrap()
+            .map(std::sync::Arc::new),
+        priority: 0,
+    };
+    let picky = q.subscribe(sink.clone(), 1, red).unwrap();
+    q.flow(picky, 10, false);
+    let sent = [("blue", "b1"), ("red", "r1"), ("blue", "b2"), ("red", "r2")];
+    for (colour, body) in sent {
+        q.publish(coloured(colour, body), None).unwrap();
+    }
+    let ids = delivery_ids(&events(&mut rx));
+    assert_eq!(ids.len(), 2, "only the red ones: {ids:?}");
+    // The blue ones wait, in order, for anyone else.
+    let any = q.subscribe(sink, 2, ConsumerOptions::default()).unwrap();
+    q.flow(any, 10, false);
+    let got = events(&mut rx);
+    let bodies: Vec<&[u8]> = delivered(&got).iter().map(|(_, b, _)| *b).collect();
+    assert_eq!(bodies.len(), 2);
+    assert!(bodies[0].ends_with(b"b1") && bodies[1].ends_with(b"b2"));
+    // A red one released by the picky consumer goes back to it.
+    q.settle(picky, ids[0], Outcome::Released);
+    assert_eq!(delivery_ids(&events(&mut rx)), vec![ids[0]]);
+}
