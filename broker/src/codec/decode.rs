@@ -149,6 +149,14 @@ impl<'a> Decoder<'a> {
         Ok(u64::from_be_bytes(self.array_of()?))
     }
 
+    /// The next `n` bytes as they are (a slice, no copy).
+    pub(crate) fn raw(&mut self, n: usize) -> Result<Bytes> {
+        if self.buf.len() < n {
+            return Err(CodecError::Truncated);
+        }
+        Ok(self.buf.split_to(n))
+    }
+
     fn advance(&mut self, n: usize) -> Result<()> {
         if self.buf.len() < n {
             return Err(CodecError::Truncated);
@@ -312,7 +320,7 @@ impl<'a> Decoder<'a> {
         Ok(items)
     }
 
-    fn map_header(&mut self, wide: bool) -> Result<(u32, usize)> {
+    pub(crate) fn map_header(&mut self, wide: bool) -> Result<(u32, usize)> {
         let (count, body) = self.compound_header(if wide { 4 } else { 1 })?;
         if count % 2 != 0 {
             return Err(CodecError::InvalidSize("odd map count"));

@@ -8,6 +8,7 @@
 //! (and, for frames, against the negotiated max-frame-size).
 
 mod codes;
+pub mod dead_letter;
 mod decode;
 pub mod definitions;
 mod encode;
