@@ -4,7 +4,8 @@
 //!
 //! What changes (as RabbitMQ does it, `mc:record_death` and
 //! `mc_amqp:protocol_state`):
-//! - `x-opt-deaths`: an array of maps, most recent first, one per
+//! - `x-opt-deaths`: a list of maps (RabbitMQ: an array of maps, see
+//!   `record_death` for why a list), most recent first, one per
 //!   (queue, reason): `queue` (string), `reason` (symbol: rejected,
 //!   expired, maxlen, delivery_limit), `count` (ulong), `first-time`,
 //!   `last-time` (timestamps) and, when the message had a header ttl, `ttl`
@@ -39,7 +40,7 @@ use super::codes::{self, dc, fc};
 use super::decode::Decoder;
 use super::error::CodecError;
 use super::message::{Header, MessageView};
-use super::value::{Array, Symbol, Value};
+use super::value::{Symbol, Value};
 
 /// The annotation that carries the death history.
 pub const DEATHS: &str = "x-opt-deaths";
@@ -270,11 +271,10 @@ pub fn record_death(message: &Bytes, death: &Death<'_>) -> Result<DeadLettered, 
     records.insert(0, record);
     // As RabbitMQ: with this death recorded, a rejection never cycles.
     let cycle = death.reason != DeathReason::Rejected && is_cycle(&records, death.target);
-    let deaths = Value::Array(Array {
-        descriptor: None,
-        format_code: fc::MAP8,
-        items: records.into_iter().map(Value::Map).collect(),
-    });
+    // RabbitMQ writes an array of maps; a list of maps carries the same
+    // values and every client decodes it, while fe2o3-amqp 0.18 (serde_amqp)
+    // fails a whole delivery holding an array whose elements are maps.
+    let deaths = Value::List(records.into_iter().map(Value::Map).collect());
     upsert(&mut annotations, DEATHS, deaths);
     if first_death {
         upsert(

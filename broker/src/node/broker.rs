@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::accept::{accept_loop, Listeners, SHUTDOWN_GRACE};
 use super::data_dir::DataDir;
+use super::dead_letter_router::DeadLetterPublisher;
 use super::dispatcher::NodeDispatcher;
 use super::fabric::{FabricSettings, FabricTransport};
 use super::fatal::{watch_node, FatalError, FatalWatch};
@@ -528,12 +529,15 @@ async fn assemble(
     }));
     quorum.attach_replica_sets(Arc::new(MetadataReplicaSets(metadata.clone())));
     let forwarder = Forwarder::new(transport.clone(), quorum_config.clone(), quorum.clone());
+    let (dead_letters, dead_letter_task) = DeadLetterPublisher::new();
     let registry = Arc::new(Registry::new(
         config.queues.clone(),
         quorum.clone(),
         forwarder.clone(),
         policies.clone(),
+        dead_letters.clone(),
     ));
+    dead_letter_task.serve(Arc::downgrade(&registry));
     let local: Weak<dyn LocalQueues> = Arc::downgrade(&registry) as _;
     forwarder.set_local_queues(local);
     let control = Arc::new(QueueAdmin {

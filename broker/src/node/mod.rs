@@ -11,6 +11,7 @@
 //!   serve (`Broker::fatal`);
 //! - `dispatcher.rs`: the node's transport handler (Raft, metadata, forwarding);
 //! - `registry.rs`: queues by address (the engine's `QueueDirectory`);
+//! - `dead_letter_router.rs`: publishing dead-lettered messages through it;
 //! - `queue_admin.rs`: deleting and purging queues (admin's `QueueControl`);
 //! - `policies.rs`: replacing the queue policy set and putting it on every
 //!   open queue;
@@ -28,6 +29,7 @@ mod broker;
 #[cfg(feature = "test-cluster")]
 mod cluster;
 mod data_dir;
+mod dead_letter_router;
 mod dispatcher;
 mod fabric;
 mod fatal;

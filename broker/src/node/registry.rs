@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::config::QueuesConfig;
 use crate::forward::{Forwarder, LocalQueues, RoutedQueue, Target};
+use crate::queue::dead_letter::SharedRouter;
 use crate::queue::{
     LookupError, Policies, PrepareFuture, Queue, QueueAddress, QueueDirectory, QueueKind,
     QueueStats, TransientQueue, DYNAMIC_PREFIX,
@@ -37,6 +38,8 @@ pub(crate) struct Registry {
     routed: RwLock<HashMap<QueueAddress, Arc<RoutedQueue>>>,
     /// The node's queue policies, resolved when a transient queue is made.
     policies: Arc<Policies>,
+    /// Handed to every transient queue made here.
+    dead_letters: SharedRouter,
 }
 
 /// Names tried for a dynamic queue before giving up (see `dynamic_address`).
@@ -60,6 +63,7 @@ impl Registry {
         quorum: Arc<QuorumNode>,
         forwarder: Arc<Forwarder>,
         policies: Arc<Policies>,
+        dead_letters: SharedRouter,
     ) -> Registry {
         let registry = Registry {
             queues: RwLock::new(HashMap::new()),
@@ -76,6 +80,7 @@ impl Registry {
             forwarder,
             routed: RwLock::new(HashMap::new()),
             policies,
+            dead_letters,
         };
         for name in registry.config.declare.clone() {
             if let Ok(address) = QueueAddress::parse(&format!("/queues/{name}")) {
@@ -103,7 +108,8 @@ impl Registry {
                 let policy = self.policies.resolve(&address);
                 let queue =
                     TransientQueue::new(address, self.config.max_messages, self.config.max_bytes)
-                        .with_alarm(self.quorum.alarm());
+                        .with_alarm(self.quorum.alarm())
+                        .with_dead_letter_router(self.dead_letters.clone());
                 queue.set_policy(policy);
                 Arc::new(queue)
             })

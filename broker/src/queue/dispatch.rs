@@ -15,6 +15,9 @@ use std::sync::Arc;
 // needed.
 use foldhash::HashMap;
 
+#[path = "delivery_limit.rs"]
+mod delivery_limit;
+
 use super::filtered_take::take_matching;
 use super::message::{Delivery, Message, MessageId};
 use super::policy::QueuePolicy;
@@ -93,6 +96,10 @@ pub(crate) enum Settled {
     Returned,
     /// Not out with that consumer (already settled, or never delivered).
     Unknown,
+    /// Modified with delivery-failed, and that failure reached the
+    /// delivery limit (`delivery_limit.rs`): the message is out of the
+    /// queue; here it is, to be dead-lettered or dropped.
+    AtLimit(Entry),
 }
 
 /// Waiting messages and the consumers they go to.
@@ -331,6 +338,9 @@ impl Dispatcher {
             } => {
                 if delivery_failed {
                     entry.delivery_count = entry.delivery_count.saturating_add(1);
+                    if self.at_limit(entry.delivery_count) {
+                        return Settled::AtLimit(entry);
+                    }
                 }
                 if undeliverable_here {
                     entry.excluded.push(consumer);

@@ -9,6 +9,7 @@
 
 mod address;
 mod consumer_options;
+pub mod dead_letter;
 mod directory;
 pub(crate) mod dispatch;
 pub mod filter;
@@ -37,7 +38,8 @@ pub use transient::TransientQueue;
 pub enum Outcome {
     /// Processed: remove the message.
     Accepted,
-    /// Invalid: remove the message (there is no dead-letter queue yet).
+    /// Invalid: remove the message (dead-lettered when the queue's policy
+    /// names a dead-letter address).
     Rejected,
     /// Not processed: make it available again, delivery-count unchanged.
     Released,

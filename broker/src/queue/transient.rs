@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::address::QueueAddress;
+use super::dead_letter::{self, DeathReason, SharedRouter};
 use super::dispatch::{Dispatcher, Entry, Settled};
 use super::message::{Message, MessageId};
 use super::policy::QueuePolicy;
@@ -44,6 +45,8 @@ pub struct TransientQueue {
     /// The node's resource alarm: no publisher credit while its memory
     /// part is raised.
     alarm: Option<Arc<ResourceAlarm>>,
+    /// Publishes dead-lettered messages (handed in by the node).
+    router: Option<SharedRouter>,
     state: Mutex<State>,
 }
 
@@ -56,6 +59,7 @@ impl TransientQueue {
             max_messages,
             max_bytes,
             alarm: None,
+            router: None,
             state: Mutex::new(State::default()),
         }
     }
@@ -77,6 +81,32 @@ impl TransientQueue {
     /// The queue's effective policy.
     pub fn policy(&self) -> Option<Arc<QueuePolicy>> {
         self.lock().dispatcher.policy().cloned()
+    }
+
+    /// Publish dead-lettered messages through `router`.
+    pub(crate) fn with_dead_letter_router(mut self, router: SharedRouter) -> Self {
+        self.router = Some(router);
+        self
+    }
+
+    /// Dead-letter (or drop) what the queue gave up on, once its lock is
+    /// released (the dead-letter queue may be this one).
+    fn give_up(&self, mut state: MutexGuard<'_, State>, given_up: Vec<(Message, DeathReason)>) {
+        for (message, _) in &given_up {
+            state.bytes -= message.len() as u64;
+        }
+        self.wake_publishers(&mut state);
+        let target = state
+            .dispatcher
+            .policy()
+            .and_then(|p| p.dead_letter_address.clone());
+        drop(state);
+        dead_letter::send_best_effort(
+            self.router.as_ref(),
+            &self.address,
+            target.as_ref(),
+            given_up,
+        );
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -204,14 +234,35 @@ impl Queue for TransientQueue {
 
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome) {
         let mut state = self.lock();
-        if let Settled::Removed(entry) = state.dispatcher.settle(consumer, message, outcome) {
-            state.bytes -= entry.message.len() as u64;
-            self.wake_publishers(&mut state);
+        let reason = match state.dispatcher.settle(consumer, message, outcome) {
+            Settled::Removed(entry) if outcome == Outcome::Rejected => {
+                Some((entry, DeathReason::Rejected))
+            }
+            Settled::Removed(entry) => {
+                state.bytes -= entry.message.len() as u64;
+                self.wake_publishers(&mut state);
+                None
+            }
+            Settled::AtLimit(entry) => Some((entry, DeathReason::DeliveryLimit)),
+            Settled::Returned | Settled::Unknown => None,
+        };
+        if let Some((entry, reason)) = reason {
+            self.give_up(state, vec![(entry.message, reason)]);
         }
     }
 
     fn unsubscribe(&self, consumer: ConsumerId) {
-        self.lock().dispatcher.unsubscribe(consumer);
+        let mut state = self.lock();
+        // With a delivery limit, leaving without settling counts a failure.
+        let (_, over) = state.dispatcher.count_abandoned(consumer);
+        state.dispatcher.unsubscribe(consumer);
+        if !over.is_empty() {
+            let over = over
+                .into_iter()
+                .map(|e| (e.message, DeathReason::DeliveryLimit))
+                .collect();
+            self.give_up(state, over);
+        }
     }
 
     fn has_room_for(&self, messages: usize, bytes: u64) -> bool {
@@ -235,12 +286,20 @@ impl Queue for TransientQueue {
             state.published_total += 1;
             state.dispatcher.push(Entry::new(id, message));
         }
+        let mut given_up = Vec::new();
         for (consumer, message, outcome) in part.settles {
-            if let Settled::Removed(entry) = state.dispatcher.settle(consumer, message, outcome) {
-                state.bytes -= entry.message.len() as u64;
+            match state.dispatcher.settle(consumer, message, outcome) {
+                Settled::Removed(entry) if outcome == Outcome::Rejected => {
+                    given_up.push((entry.message, DeathReason::Rejected));
+                }
+                Settled::Removed(entry) => state.bytes -= entry.message.len() as u64,
+                Settled::AtLimit(entry) => {
+                    given_up.push((entry.message, DeathReason::DeliveryLimit));
+                }
+                Settled::Returned | Settled::Unknown => {}
             }
         }
-        self.wake_publishers(&mut state);
+        self.give_up(state, given_up);
         Ok(PublishStatus::Accepted)
     }
 

@@ -148,6 +148,10 @@ impl QuorumQueue {
         };
         match (settled, outcome) {
             (Settled::Removed(_), _) => Some(SettleKind::Remove),
+            // The delivery limit (the policy's) was reached: the message
+            // leaves the queue on every replica. (Dead-lettering it from a
+            // quorum queue is not done yet: it is dropped.)
+            (Settled::AtLimit(_), _) => Some(SettleKind::Remove),
             (
                 Settled::Returned,
                 Outcome::Modified {
