@@ -451,10 +451,18 @@ fn record_outcome(
             },
             out,
         ),
+        // A queue refuses a publish only when it is full (its policy's
+        // max_length or max_length_bytes with overflow reject-publish).
         (Outcome::Rejected, _) => reject(
             session.channel,
             delivery_id,
-            DeliveryState::Rejected { error: None },
+            DeliveryState::Rejected {
+                error: Some(Error::new(
+                    condition::RESOURCE_LIMIT_EXCEEDED,
+                    "the queue is full: its policy's max_length or max_length_bytes, \
+                     overflow reject-publish",
+                )),
+            },
             out,
         ),
     }

@@ -545,6 +545,7 @@ async fn assemble(
         quorum: quorum.clone(),
         metadata: metadata.clone(),
     });
+    super::expiry_sweep::spawn(Arc::downgrade(&registry), Arc::downgrade(&quorum));
     let policies = Arc::new(NodePolicies::new(
         policies,
         registry.clone(),

@@ -13,6 +13,7 @@
 //! - `registry.rs`: queues by address (the engine's `QueueDirectory`);
 //! - `dead_letter_router.rs`: publishing dead-lettered messages through it;
 //! - `queue_admin.rs`: deleting and purging queues (admin's `QueueControl`);
+//! - `expiry_sweep.rs`: the node's once-a-second sweep of expired messages;
 //! - `policies.rs`: replacing the queue policy set and putting it on every
 //!   open queue;
 //! - `replica_sets.rs`: the cluster metadata as the quorum side's replica sets;
@@ -31,6 +32,7 @@ mod cluster;
 mod data_dir;
 mod dead_letter_router;
 mod dispatcher;
+mod expiry_sweep;
 mod fabric;
 mod fatal;
 mod http_view;

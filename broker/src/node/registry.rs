@@ -126,6 +126,15 @@ impl Registry {
         }
     }
 
+    /// Remove the expired messages at the head of every transient queue
+    /// held here (`expiry_sweep.rs`).
+    pub(crate) fn sweep_expired(&self) {
+        let queues: Vec<Arc<TransientQueue>> = read(&self.queues).values().cloned().collect();
+        for queue in queues {
+            queue.sweep_expired();
+        }
+    }
+
     /// The transient queue at `address` held here, if there is one.
     pub(crate) fn transient(&self, address: &QueueAddress) -> Option<Arc<TransientQueue>> {
         read(&self.queues).get(address).cloned()

@@ -34,6 +34,8 @@ pub(crate) struct Entry {
     /// Consumers that answered `modified` with undeliverable-here; empty
     /// (no allocation) for nearly every message.
     pub(crate) excluded: Vec<ConsumerId>,
+    /// When it expires, ms since the epoch; 0: never (`expiry.rs`).
+    pub(crate) expires_at: u64,
 }
 
 impl Entry {
@@ -45,6 +47,7 @@ impl Entry {
             delivery_count,
             redelivered: false,
             excluded: Vec::new(),
+            expires_at: 0,
         }
     }
 }
@@ -123,6 +126,9 @@ pub(crate) struct Dispatcher {
     /// owner; `None` (nearly always) costs nothing per message. Kept by
     /// `clear`, so a quorum queue's replica keeps it across leaderships.
     policy: Option<Arc<QueuePolicy>>,
+    /// Expired messages found at dispatch, never delivered, for the owner
+    /// to remove (`expiry.rs`); empty unless messages have an expiry.
+    expired: Vec<Entry>,
 }
 
 impl Dispatcher {
@@ -134,6 +140,39 @@ impl Dispatcher {
     /// Put the queue's (new) effective policy in force.
     pub(crate) fn set_policy(&mut self, policy: Option<Arc<QueuePolicy>>) {
         self.policy = policy;
+    }
+
+    /// Whether message `id` is out with a consumer.
+    pub(crate) fn is_out(&self, id: MessageId) -> bool {
+        self.out.contains_key(&id)
+    }
+
+    /// Take the expired messages set aside at dispatch.
+    pub(crate) fn take_expired(&mut self) -> Vec<Entry> {
+        std::mem::take(&mut self.expired)
+    }
+
+    /// Whether dispatch set expired messages aside.
+    pub(crate) fn has_expired(&self) -> bool {
+        !self.expired.is_empty()
+    }
+
+    /// The oldest message waiting (returned ones included), if any.
+    pub(crate) fn oldest_waiting(&self) -> Option<&Entry> {
+        match (self.returned.values().next(), self.ready.front()) {
+            (Some(r), Some(f)) => Some(if r.id < f.id { r } else { f }),
+            (r, f) => r.or(f),
+        }
+    }
+
+    /// Remove and return the oldest message waiting (drop-head, expiry).
+    pub(crate) fn pop_oldest_waiting(&mut self) -> Option<Entry> {
+        let returned = self.returned.keys().next().copied();
+        match (returned, self.ready.front().map(|e| e.id)) {
+            (Some(r), Some(f)) if f < r => self.ready.pop_front(),
+            (Some(r), _) => self.returned.remove(&r),
+            (None, _) => self.ready.pop_front(),
+        }
     }
 
     /// Messages waiting (not out with a consumer).
@@ -405,6 +444,11 @@ impl Dispatcher {
                 passed_over.push(id);
                 continue;
             };
+            if super::expiry::expired(&entry) {
+                self.expired.push(entry);
+                self.waiting.push_front(id);
+                continue;
+            }
             self.push_to(id, entry);
         }
         self.waiting.extend(passed_over);

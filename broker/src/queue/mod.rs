@@ -12,6 +12,7 @@ mod consumer_options;
 pub mod dead_letter;
 mod directory;
 pub(crate) mod dispatch;
+pub(crate) mod expiry;
 pub mod filter;
 mod filtered_take;
 mod message;

@@ -107,10 +107,39 @@ impl QueuePolicy {
     }
 
     /// Whether a queue holding `messages` messages of `bytes` bytes is at
-    /// or past its length limits (so one more does not fit).
+    /// or past its length limits (so one more does not fit): its
+    /// publishers get no new credit under reject-publish.
     pub fn is_full(&self, messages: u64, bytes: u64) -> bool {
         self.max_length.is_some_and(|max| messages >= max)
             || self.max_length_bytes.is_some_and(|max| bytes >= max)
+    }
+
+    /// Whether one more message of `len` bytes fits in a queue holding
+    /// `messages` messages of `bytes` bytes.
+    pub fn admits(&self, messages: u64, bytes: u64, len: u64) -> bool {
+        self.max_length.is_none_or(|max| messages < max)
+            && self
+                .max_length_bytes
+                .is_none_or(|max| bytes.saturating_add(len) <= max)
+    }
+
+    /// Whether a queue holding `messages` messages of `bytes` bytes is
+    /// past its limits (drop-head drops from the head until it is not).
+    pub fn over_limit(&self, messages: u64, bytes: u64) -> bool {
+        self.max_length.is_some_and(|max| messages > max)
+            || self.max_length_bytes.is_some_and(|max| bytes > max)
+    }
+
+    /// Whether publishes are refused when the queue is full.
+    pub fn rejects_publish(&self) -> bool {
+        self.overflow == Overflow::RejectPublish
+            && (self.max_length.is_some() || self.max_length_bytes.is_some())
+    }
+
+    /// Whether the oldest messages are dropped when the queue is full.
+    pub fn drops_head(&self) -> bool {
+        self.overflow == Overflow::DropHead
+            && (self.max_length.is_some() || self.max_length_bytes.is_some())
     }
 }
 
@@ -315,6 +344,12 @@ mod tests {
         assert!(!p.is_full(1, 99));
         assert!(p.is_full(2, 0));
         assert!(p.is_full(0, 100));
+        assert!(p.admits(1, 90, 10));
+        assert!(!p.admits(1, 91, 10));
+        assert!(!p.admits(2, 0, 0));
+        assert!(!p.over_limit(2, 100));
+        assert!(p.over_limit(3, 0) && p.over_limit(0, 101));
+        assert!(p.rejects_publish() && !p.drops_head());
         let none = QueuePolicy::compile(&policy("/queues/*")).unwrap();
         assert!(!none.is_full(u64::MAX, u64::MAX));
     }

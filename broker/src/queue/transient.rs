@@ -1,5 +1,6 @@
 //! The transient queue: a [`Dispatcher`] in memory on this node, plus the
-//! limits that hold publishers back when it is full.
+//! limits that hold publishers back when it is full, and its policy's
+//! length limit (reject-publish, drop-head) and message TTL.
 //!
 //! All state sits behind one short `std::sync::Mutex`; no method awaits, so
 //! the lock is never held across an await. Deliveries are pushed to the
@@ -11,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::address::QueueAddress;
 use super::dead_letter::{self, DeathReason, SharedRouter};
 use super::dispatch::{Dispatcher, Entry, Settled};
+use super::expiry;
 use super::message::{Message, MessageId};
 use super::policy::QueuePolicy;
 use super::resource_alarm::ResourceAlarm;
@@ -34,6 +36,16 @@ struct State {
     capacity_waiters: Vec<(Sink, u64)>,
     /// Deleted: refuses everything with [`QueueError::Gone`].
     deleted: bool,
+    /// It has taken messages with an expiry since it was last empty: the
+    /// node's sweep looks at it.
+    expiring: bool,
+}
+
+impl State {
+    /// Messages held (waiting and out with consumers).
+    fn held(&self) -> u64 {
+        (self.dispatcher.n_ready() + self.dispatcher.n_out()) as u64
+    }
 }
 
 /// An in-memory queue.
@@ -119,7 +131,83 @@ impl TransientQueue {
 
     fn full(&self, state: &State) -> bool {
         let held = state.dispatcher.n_ready() + state.dispatcher.n_out();
-        held >= self.max_messages || state.bytes >= self.max_bytes
+        held >= self.max_messages
+            || state.bytes >= self.max_bytes
+            || state
+                .dispatcher
+                .policy()
+                .is_some_and(|p| p.rejects_publish() && p.is_full(held as u64, state.bytes))
+    }
+
+    /// Take `message` in: its id, its expiry (`expiry.rs`), the counts.
+    fn enqueue(&self, state: &mut State, message: Message) {
+        let id = state.next_id;
+        state.next_id += 1;
+        state.bytes += message.len() as u64;
+        state.published_total += 1;
+        let mut entry = Entry::new(id, message);
+        entry.expires_at =
+            expiry::expires_at(&entry.message, state.dispatcher.policy().map(|p| &**p));
+        state.expiring |= entry.expires_at != 0;
+        state.dispatcher.push(entry);
+    }
+
+    /// After messages came in or moved: the expired messages dispatch set
+    /// aside, and under drop-head the oldest waiting ones while the queue
+    /// is past its policy's length limit, taken out of the dispatcher, for
+    /// [`TransientQueue::give_up`] (which dead-letters them, or drops them
+    /// without a dead-letter address, and fixes the byte count).
+    fn enforce_policy(&self, state: &mut State) -> Vec<(Message, DeathReason)> {
+        let mut given_up = Vec::new();
+        if state.dispatcher.has_expired() {
+            let expired = state.dispatcher.take_expired();
+            given_up.extend(
+                expired
+                    .into_iter()
+                    .map(|e| (e.message, DeathReason::Expired)),
+            );
+        }
+        let Some(policy) = state
+            .dispatcher
+            .policy()
+            .filter(|p| p.drops_head())
+            .cloned()
+        else {
+            return given_up;
+        };
+        let mut bytes = state.bytes - given_up.iter().map(|(m, _)| m.len() as u64).sum::<u64>();
+        while policy.over_limit(state.held(), bytes) {
+            let Some(entry) = state.dispatcher.pop_oldest_waiting() else {
+                // What is left is out with consumers: theirs to settle.
+                break;
+            };
+            bytes -= entry.message.len() as u64;
+            given_up.push((entry.message, DeathReason::Maxlen));
+        }
+        given_up
+    }
+
+    /// The node's sweep (`node/expiry_sweep.rs`): remove (dead-letter) the
+    /// expired messages at the head of the queue; how many. Costs one lock
+    /// when the queue never had a message with an expiry.
+    pub fn sweep_expired(&self) -> usize {
+        let mut state = self.lock();
+        if !state.expiring {
+            return 0;
+        }
+        let gone = expiry::sweep(&mut state.dispatcher, expiry::now_ms());
+        if state.held() == 0 {
+            state.expiring = false;
+        }
+        let n = gone.len();
+        if n > 0 {
+            let given_up = gone
+                .into_iter()
+                .map(|e| (e.message, DeathReason::Expired))
+                .collect();
+            self.give_up(state, given_up);
+        }
+        n
     }
 
     /// Delete the queue: its consumers are closed with
@@ -177,17 +265,29 @@ impl Queue for TransientQueue {
     fn publish(
         &self,
         message: Message,
-        _confirm: Option<PublishConfirm>,
+        confirm: Option<PublishConfirm>,
     ) -> Result<PublishStatus, QueueError> {
         let mut state = self.lock();
         if state.deleted {
             return Err(self.gone());
         }
-        let id = state.next_id;
-        state.next_id += 1;
-        state.bytes += message.len() as u64;
-        state.published_total += 1;
-        state.dispatcher.push(Entry::new(id, message));
+        let refused = state.dispatcher.policy().is_some_and(|p| {
+            p.rejects_publish() && !p.admits(state.held(), state.bytes, message.len() as u64)
+        });
+        if refused {
+            drop(state);
+            // Reported as a pending outcome: the engine answers `rejected`
+            // with amqp:resource-limit-exceeded.
+            if let Some(confirm) = confirm {
+                confirm.report(Outcome::Rejected);
+            }
+            return Ok(PublishStatus::Pending);
+        }
+        self.enqueue(&mut state, message);
+        let given_up = self.enforce_policy(&mut state);
+        if !given_up.is_empty() {
+            self.give_up(state, given_up);
+        }
         // The transient queue takes the message as soon as it holds it.
         Ok(PublishStatus::Accepted)
     }
@@ -229,7 +329,12 @@ impl Queue for TransientQueue {
     }
 
     fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool) {
-        self.lock().dispatcher.flow(consumer, credit_limit, drain);
+        let mut state = self.lock();
+        state.dispatcher.flow(consumer, credit_limit, drain);
+        let given_up = self.enforce_policy(&mut state);
+        if !given_up.is_empty() {
+            self.give_up(state, given_up);
+        }
     }
 
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome) {
@@ -246,8 +351,12 @@ impl Queue for TransientQueue {
             Settled::AtLimit(entry) => Some((entry, DeathReason::DeliveryLimit)),
             Settled::Returned | Settled::Unknown => None,
         };
+        let mut given_up = self.enforce_policy(&mut state);
         if let Some((entry, reason)) = reason {
-            self.give_up(state, vec![(entry.message, reason)]);
+            given_up.push((entry.message, reason));
+        }
+        if !given_up.is_empty() {
+            self.give_up(state, given_up);
         }
     }
 
@@ -256,21 +365,27 @@ impl Queue for TransientQueue {
         // With a delivery limit, leaving without settling counts a failure.
         let (_, over) = state.dispatcher.count_abandoned(consumer);
         state.dispatcher.unsubscribe(consumer);
-        if !over.is_empty() {
-            let over = over
-                .into_iter()
-                .map(|e| (e.message, DeathReason::DeliveryLimit))
-                .collect();
-            self.give_up(state, over);
+        let mut given_up = self.enforce_policy(&mut state);
+        given_up.extend(
+            over.into_iter()
+                .map(|e| (e.message, DeathReason::DeliveryLimit)),
+        );
+        if !given_up.is_empty() {
+            self.give_up(state, given_up);
         }
     }
 
     fn has_room_for(&self, messages: usize, bytes: u64) -> bool {
         let state = self.lock();
         let held = state.dispatcher.n_ready() + state.dispatcher.n_out();
+        let policy_room = state.dispatcher.policy().is_none_or(|p| {
+            !p.rejects_publish()
+                || !p.over_limit((held + messages) as u64, state.bytes.saturating_add(bytes))
+        });
         state.deleted
             || (held + messages <= self.max_messages
-                && state.bytes.saturating_add(bytes) <= self.max_bytes)
+                && state.bytes.saturating_add(bytes) <= self.max_bytes
+                && policy_room)
     }
 
     fn commit(&self, part: TxnPart, _confirm: PublishConfirm) -> Result<PublishStatus, QueueError> {
@@ -280,11 +395,7 @@ impl Queue for TransientQueue {
             return Err(self.gone());
         }
         for message in part.messages {
-            let id = state.next_id;
-            state.next_id += 1;
-            state.bytes += message.len() as u64;
-            state.published_total += 1;
-            state.dispatcher.push(Entry::new(id, message));
+            self.enqueue(&mut state, message);
         }
         let mut given_up = Vec::new();
         for (consumer, message, outcome) in part.settles {
@@ -299,6 +410,7 @@ impl Queue for TransientQueue {
                 Settled::Returned | Settled::Unknown => {}
             }
         }
+        given_up.extend(self.enforce_policy(&mut state));
         self.give_up(state, given_up);
         Ok(PublishStatus::Accepted)
     }

@@ -34,6 +34,18 @@ impl Inner {
         id: u64,
         bytes: Bytes,
     ) -> Result<(), ApplyError> {
+        self.enqueue_expiring(limits, id, bytes, 0)
+    }
+
+    /// Apply one replicated publish that expires at `expires_at` (ms since
+    /// the epoch, 0: never), as the leader stamped it.
+    pub(crate) fn enqueue_expiring(
+        &mut self,
+        limits: &BodyLimits,
+        id: u64,
+        bytes: Bytes,
+        expires_at: u64,
+    ) -> Result<(), ApplyError> {
         // The leader checked the message before proposing it; this only
         // guards a replay of a log written by an older version.
         let Ok(view) = MessageView::scan(&bytes) else {
@@ -79,6 +91,7 @@ impl Inner {
             header_len: view.header_len as u32,
         };
         self.index.push(slot, body);
+        self.index.set_expiry(id, expires_at);
         if self.leading && caught_up {
             self.feed_new(id, message, delivery_count);
         }

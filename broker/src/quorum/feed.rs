@@ -78,6 +78,7 @@ impl Inner {
         }
         let mut entry = Entry::new(id, message);
         entry.delivery_count = delivery_count;
+        entry.expires_at = self.index.expires_at(id);
         entry.redelivered = self.feed.redelivered_upto.is_some_and(|upto| id <= upto);
         self.feed.cursor = Some(id);
         self.dispatcher.push(entry);
@@ -183,6 +184,7 @@ impl Inner {
             };
             let mut entry = Entry::new(slot.id, message);
             entry.delivery_count = slot.delivery_count;
+            entry.expires_at = self.index.expires_at(slot.id);
             entry.redelivered = self
                 .feed
                 .redelivered_upto

@@ -61,6 +61,10 @@ pub(crate) struct MessageIndex {
     /// In id order, live and dead.
     slots: imbl::Vector<Slot>,
     resident: imbl::OrdMap<u64, Bytes>,
+    /// Expiry times (ms since the epoch) of the live messages that have
+    /// one, stamped by the leader (`Command::EnqueueExpiring`); empty, so
+    /// free, for a queue without TTLs.
+    expiries: imbl::OrdMap<u64, u64>,
     n_live: usize,
     n_dead: usize,
     live_bytes: u64,
@@ -129,6 +133,26 @@ impl MessageIndex {
         self.get(id).is_some()
     }
 
+    /// When message `id` expires (0: never).
+    pub(crate) fn expires_at(&self, id: u64) -> u64 {
+        if self.expiries.is_empty() {
+            return 0;
+        }
+        self.expiries.get(&id).copied().unwrap_or(0)
+    }
+
+    /// Set live message `id`'s expiry (0: never).
+    pub(crate) fn set_expiry(&mut self, id: u64, expires_at: u64) {
+        if expires_at != 0 && self.contains(id) {
+            self.expiries.insert(id, expires_at);
+        }
+    }
+
+    /// Whether any live message has an expiry.
+    pub(crate) fn has_expiries(&self) -> bool {
+        !self.expiries.is_empty()
+    }
+
     /// The body of a resident message.
     pub(crate) fn resident_body(&self, id: u64) -> Option<Bytes> {
         self.resident.get(&id).cloned()
@@ -148,6 +172,9 @@ impl MessageIndex {
         let body = self.resident.remove(&id);
         if let Some(body) = &body {
             self.resident_bytes -= body.len() as u64;
+        }
+        if !self.expiries.is_empty() {
+            self.expiries.remove(&id);
         }
         self.live_bytes -= u64::from(removed.location.body_bytes);
         self.drop_dead();
@@ -302,7 +329,13 @@ mod tests {
             index.remove(id);
         }
         assert_eq!(snapshot.len(), 1000);
-        assert_eq!(index.len(), 500);
+        index.set_expiry(600, 42);
+        index.set_expiry(1, 42);
+        assert_eq!((index.expires_at(600), index.expires_at(1)), (42, 0));
+        assert!(!snapshot.has_expiries());
+        index.remove(600);
+        assert!(!index.has_expiries());
+        assert_eq!(index.len(), 499);
         assert_eq!(index.iter().next().map(|s| s.id), Some(501));
     }
 

@@ -415,6 +415,14 @@ impl QuorumNode {
         }
     }
 
+    /// Have every quorum queue this node leads remove the expired
+    /// messages at its head (through its log).
+    pub(crate) fn sweep_expired(&self) {
+        for queue in self.queues() {
+            queue.sweep_expired();
+        }
+    }
+
     /// Why publishers to this node's quorum queues are held back (disk or
     /// memory short), if they are.
     pub fn resource_alarm(&self) -> Option<String> {

@@ -20,6 +20,9 @@ use crate::queue::{Outcome, PublishConfirm};
 pub(super) struct Proposal {
     pub(super) message: bytes::Bytes,
     pub(super) confirm: Option<PublishConfirm>,
+    /// When it expires, ms since the epoch (0: never), stamped here by the
+    /// leader (`queue/expiry.rs`).
+    pub(super) expires_at: u64,
 }
 
 /// Raft entries of publishes proposed and not yet committed. openraft 0.9
@@ -69,9 +72,22 @@ pub(super) async fn propose_in_order(
         if bytes > ENQUEUE_BATCH_MAX_BYTES && batch.len() > 1 {
             carry = batch.pop();
         }
+        let expiring = batch.iter().any(|p| p.expires_at != 0);
+        let expires_at: Vec<u64> = match expiring {
+            true => batch.iter().map(|p| p.expires_at).collect(),
+            false => Vec::new(),
+        };
         let (messages, confirms): (Vec<bytes::Bytes>, Vec<Option<PublishConfirm>>) =
             batch.into_iter().map(|p| (p.message, p.confirm)).unzip();
-        let n = messages.len();
+        let command = match expiring {
+            // Only a batch with an expiry pays for the stamps.
+            true => Command::EnqueueExpiring {
+                messages,
+                expires_at,
+            },
+            false => Command::Enqueue { messages },
+        };
+        let n = confirms.len();
         let finish = {
             let gate = gate.clone();
             move |outcome: Outcome, confirms: Vec<Option<PublishConfirm>>| {
@@ -89,7 +105,7 @@ pub(super) async fn propose_in_order(
             return;
         };
         let proposed_at = Instant::now();
-        let submitted = raft.client_write_ff(Command::Enqueue { messages }).await;
+        let submitted = raft.client_write_ff(command).await;
         drop(pass);
         let committed = match submitted {
             Ok(committed) => committed,

@@ -33,7 +33,7 @@ pub struct QuorumQueue {
     node_id: NodeId,
     pub(crate) raft: QueueRaftHandle,
     pub(super) shared: Arc<Shared>,
-    gate: Arc<PublishGate>,
+    pub(super) gate: Arc<PublishGate>,
     pub(super) settles: mpsc::UnboundedSender<SettleMsg>,
     /// Publishes in order to the proposer task; bounded by `gate`.
     proposals: mpsc::UnboundedSender<Proposal>,
@@ -374,20 +374,33 @@ impl Queue for QuorumQueue {
         message: Message,
         confirm: Option<PublishConfirm>,
     ) -> Result<PublishStatus, QueueError> {
-        {
-            let inner = self.shared.lock();
+        let expires_at = {
+            let mut inner = self.shared.lock();
             if inner.deleted {
                 return Err(QueueError::Gone(self.address.to_string()));
             }
             if !inner.leading {
                 drop(inner);
                 self.serves_here()?;
+                inner = self.shared.lock();
             }
-        }
+            // The leader decides with its policy (`length_limit.rs`,
+            // `queue/expiry.rs`); the log records only the outcome.
+            let in_flight = self.gate.in_flight.load(Ordering::Acquire);
+            if inner.refuses(in_flight, message.len() as u64) {
+                drop(inner);
+                if let Some(confirm) = confirm {
+                    confirm.report(Outcome::Rejected);
+                }
+                return Ok(PublishStatus::Pending);
+            }
+            crate::queue::expiry::expires_at(&message, inner.dispatcher.policy().map(|p| &**p))
+        };
         self.gate.in_flight.fetch_add(1, Ordering::AcqRel);
         let proposal = Proposal {
             message: message.bytes,
             confirm,
+            expires_at,
         };
         if let Err(mpsc::error::SendError(proposal)) = self.proposals.send(proposal) {
             // The proposer ended (the group is shutting down).
@@ -407,6 +420,9 @@ impl Queue for QuorumQueue {
             if self.alarm.is_raised() {
                 return false;
             }
+        }
+        if !self.policy_room(sink, tag) {
+            return false;
         }
         if self.gate.in_flight.load(Ordering::Acquire) < self.gate.max_in_flight {
             return true;

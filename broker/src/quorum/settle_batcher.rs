@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use super::hold::ProposalHold;
 use super::queue::QuorumQueue;
 use super::types::{Command, QueueRaftHandle, SettleKind};
+use crate::queue::dead_letter::DeathReason;
 use crate::queue::MessageId;
 
 /// Most settlements proposed in one log entry.
@@ -26,6 +27,7 @@ pub(super) async fn replicate_settlements(
         let mut remove = Vec::new();
         let mut failed = Vec::new();
         let mut flushed = Vec::new();
+        let mut discards = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next {
             match msg {
@@ -35,20 +37,25 @@ pub(super) async fn replicate_settlements(
                     flushed.push(done);
                     break;
                 }
+                SettleMsg::Discard(ids, reason) => {
+                    discards.push(Command::Discard { ids, reason });
+                    break;
+                }
             }
             if remove.len() + failed.len() >= SETTLE_BATCH_MAX {
                 break;
             }
             next = rx.try_recv().ok();
         }
-        for (ids, kind) in [(remove, SettleKind::Remove), (failed, SettleKind::Failed)] {
-            if ids.is_empty() {
-                continue;
-            }
+        let settles = [(remove, SettleKind::Remove), (failed, SettleKind::Failed)]
+            .into_iter()
+            .filter(|(ids, _)| !ids.is_empty())
+            .map(|(ids, kind)| Command::Settle { ids, kind });
+        for command in settles.chain(discards) {
             let Some(pass) = hold.pass().await else {
                 return;
             };
-            let submitted = raft.client_write_ff(Command::Settle { ids, kind }).await;
+            let submitted = raft.client_write_ff(command).await;
             drop(pass);
             // A failed proposal (leadership lost) is harmless: the new
             // leader still holds the messages and delivers them again.
@@ -72,6 +79,8 @@ pub(super) enum SettleMsg {
     Settle(MessageId, SettleKind),
     /// Answer once every settlement before this one is committed.
     Flush(tokio::sync::oneshot::Sender<()>),
+    /// Replicate the leader's discard of these messages (`discard.rs`).
+    Discard(Vec<MessageId>, DeathReason),
 }
 
 impl QuorumQueue {

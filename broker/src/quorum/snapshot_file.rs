@@ -8,7 +8,8 @@
 //! Layout: meta length u32 LE, postcard meta, then the index section:
 //! magic, generation u64 LE, count u64 LE, the entries, and a CRC32C of
 //! the index section. An entry is a flags byte, then LEB128 varints: id
-//! minus the previous id; the delivery-count if not 0; for a resident
+//! minus the previous id; the delivery-count if not 0; the expiry (ms
+//! since the epoch) if the message has one; for a resident
 //! body its length and bytes; for a paged one the location, written out
 //! only when it does not directly follow the previous paged record.
 //!
@@ -27,18 +28,23 @@ use crate::paging::Location;
 type Meta = SnapshotMeta<NodeId, BasicNode>;
 
 const MAGIC: &[u8; 8] = b"RAMQPQ02";
+/// The same layout where entries may carry an expiry (flag `EXPIRES`);
+/// written only when a message has one, so a file without any reads in
+/// a version that knows only `MAGIC`.
+const MAGIC_EXPIRING: &[u8; 8] = b"RAMQPQ03";
 
 const RESIDENT: u8 = 1;
 const COUNTED: u8 = 2;
 const MISSING: u8 = 4;
 const EXPLICIT_LOCATION: u8 = 8;
+const EXPIRES: u8 = 16;
 
 /// Why a snapshot file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SnapshotFileError {
     #[error("snapshot file truncated")]
     Truncated,
-    #[error("snapshot file is not a version-2 quorum queue snapshot")]
+    #[error("snapshot file is not a version-2 or -3 quorum queue snapshot")]
     Magic,
     #[error("snapshot file checksum mismatch")]
     Checksum,
@@ -102,7 +108,8 @@ pub(crate) fn write(
     };
     section(out, &(meta_bytes.len() as u32).to_le_bytes())?;
     section(out, &meta_bytes)?;
-    section(out, MAGIC)?;
+    let expiring = index.has_expiries();
+    section(out, if expiring { MAGIC_EXPIRING } else { MAGIC })?;
     section(out, &generation.to_le_bytes())?;
     section(out, &(index.len() as u64).to_le_bytes())?;
     let mut previous_id = 0u64;
@@ -113,6 +120,10 @@ pub(crate) fn write(
         let mut flags = 0u8;
         if slot.delivery_count != 0 {
             flags |= COUNTED;
+        }
+        let expires_at = index.expires_at(slot.id);
+        if expires_at != 0 {
+            flags |= EXPIRES;
         }
         let body = match slot.placement {
             Placement::Resident => {
@@ -134,6 +145,9 @@ pub(crate) fn write(
         previous_id = slot.id;
         if slot.delivery_count != 0 {
             put_varint(&mut entry, u64::from(slot.delivery_count));
+        }
+        if expires_at != 0 {
+            put_varint(&mut entry, expires_at);
         }
         if paged {
             if flags & EXPLICIT_LOCATION != 0 {
@@ -176,9 +190,11 @@ pub(crate) fn read(file: &[u8]) -> Result<SnapshotFile, SnapshotFileError> {
     if body.len() < MAGIC.len() + 16 {
         return Err(SnapshotFileError::Truncated);
     }
-    if &body[..8] != MAGIC {
-        return Err(SnapshotFileError::Magic);
-    }
+    let expiring = match &body[..8] {
+        m if m == MAGIC => false,
+        m if m == MAGIC_EXPIRING => true,
+        _ => return Err(SnapshotFileError::Magic),
+    };
     let u64_at = |at: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&body[at..at + 8]);
@@ -207,6 +223,11 @@ pub(crate) fn read(file: &[u8]) -> Result<SnapshotFile, SnapshotFileError> {
         } else {
             0
         };
+        let expires_at = match flags & EXPIRES != 0 {
+            true if expiring => get_varint(body, &mut at).ok_or_else(bad)?,
+            true => return Err(bad()),
+            false => 0,
+        };
         let varint32 = |at: &mut usize| {
             get_varint(body, at)
                 .and_then(|v| u32::try_from(v).ok())
@@ -228,6 +249,7 @@ pub(crate) fn read(file: &[u8]) -> Result<SnapshotFile, SnapshotFileError> {
                 placement: Placement::Resident,
             };
             index.push(slot, Some(shared.slice(at..end)));
+            index.set_expiry(id, expires_at);
             at = end;
             continue;
         }
@@ -265,6 +287,7 @@ pub(crate) fn read(file: &[u8]) -> Result<SnapshotFile, SnapshotFileError> {
             placement,
         };
         index.push(slot, None);
+        index.set_expiry(id, expires_at);
     }
     if at != body.len() {
         return Err(SnapshotFileError::Truncated);
@@ -314,10 +337,18 @@ mod tests {
         index.push(slot, Some(body.clone()));
         index.set_missing((2 << 16) + 1);
         let meta = Meta::default();
+        let mut plain = Vec::new();
+        write(&mut plain, &meta, 42, &index).unwrap();
+        assert!(plain.windows(8).any(|w| w == MAGIC), "no expiry: version 2");
+        index.set_expiry(1 << 16, 1_700_000_000_000);
+        index.set_expiry(10 << 16, 1_700_000_000_123);
         let mut file = Vec::new();
         write(&mut file, &meta, 42, &index).unwrap();
         let read_back = read(&file).unwrap();
         assert_eq!(read_back.generation, 42);
+        assert_eq!(read_back.index.expires_at(1 << 16), 1_700_000_000_000);
+        assert_eq!(read_back.index.expires_at(10 << 16), 1_700_000_000_123);
+        assert_eq!(read_back.index.expires_at(9 << 16), 0);
         let a: Vec<Slot> = index.iter().collect();
         let b: Vec<Slot> = read_back.index.iter().collect();
         assert_eq!(a, b);

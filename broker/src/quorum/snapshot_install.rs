@@ -99,7 +99,7 @@ fn build(
     let read = snapshot_transfer::read(
         BufReader::with_capacity(256 * 1024, file),
         options.max_record_bytes,
-        |id, delivery_count, body| {
+        |id, delivery_count, expires_at, body| {
             let location = store.append(id, body)?;
             let slot = Slot {
                 id,
@@ -108,6 +108,7 @@ fn build(
                 placement: Placement::Paged,
             };
             index.push(slot, None);
+            index.set_expiry(id, expires_at);
             Ok::<_, crate::paging::StoreError>(())
         },
     );

@@ -5,8 +5,8 @@
 //! pages every body into fresh segments of its own.
 //!
 //! Layout: magic, count u64 LE, then per message id u64 LE,
-//! delivery-count u32 LE, length u32 LE and the bytes; a CRC32C of
-//! everything before it last. The follower checks the CRC at the end and
+//! delivery-count u32 LE, (with the second magic only) its expiry u64 LE,
+//! length u32 LE and the bytes; a CRC32C of everything before it last. The follower checks the CRC at the end and
 //! only then swaps the result in.
 //!
 //! It must not know about openraft's chunking (the caller streams the file).
@@ -17,6 +17,9 @@ use super::index::{MessageIndex, Placement};
 use crate::paging::StoreReader;
 
 const MAGIC: &[u8; 8] = b"RAMQPT01";
+/// The same with each message's expiry (ms since the epoch, 0: never);
+/// used only when a message has one.
+const MAGIC_EXPIRING: &[u8; 8] = b"RAMQPT02";
 
 /// Why a transfer could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +63,8 @@ pub(crate) fn write(
     reader: &StoreReader,
 ) -> Result<(), TransferError> {
     let mut w = CrcWriter { out, crc: 0 };
-    w.put(MAGIC)?;
+    let expiring = index.has_expiries();
+    w.put(if expiring { MAGIC_EXPIRING } else { MAGIC })?;
     w.put(&(index.len() as u64).to_le_bytes())?;
     for slot in index.iter() {
         let body =
@@ -79,6 +83,9 @@ pub(crate) fn write(
         let body = body.ok_or(TransferError::Missing(slot.id))?;
         w.put(&slot.id.to_le_bytes())?;
         w.put(&slot.delivery_count.to_le_bytes())?;
+        if expiring {
+            w.put(&index.expires_at(slot.id).to_le_bytes())?;
+        }
         w.put(&(body.len() as u32).to_le_bytes())?;
         w.put(&body)?;
     }
@@ -113,20 +120,22 @@ impl<R: Read> CrcReader<R> {
 }
 
 /// Read a transfer from `input`, handing each message (id, delivery-count,
-/// body) to `each` in order; bodies over `max_body_bytes` are refused
+/// expiry or 0, body) to `each` in order; bodies over `max_body_bytes` are refused
 /// before anything is allocated for them. The caller must discard what
 /// `each` built unless this returns `Ok`.
 pub(crate) fn read<E>(
     input: impl Read,
     max_body_bytes: u32,
-    mut each: impl FnMut(u64, u32, &[u8]) -> Result<(), E>,
+    mut each: impl FnMut(u64, u32, u64, &[u8]) -> Result<(), E>,
 ) -> Result<Result<u64, E>, TransferError> {
     let mut r = CrcReader { input, crc: 0 };
     let mut magic = [0u8; 8];
     r.take(&mut magic)?;
-    if &magic != MAGIC {
-        return Err(TransferError::Magic);
-    }
+    let expiring = match &magic {
+        m if m == MAGIC => false,
+        m if m == MAGIC_EXPIRING => true,
+        _ => return Err(TransferError::Magic),
+    };
     let count = r.u64()?;
     let mut body = Vec::new();
     let mut previous = None;
@@ -137,13 +146,14 @@ pub(crate) fn read<E>(
         }
         previous = Some(id);
         let delivery_count = r.u32()?;
+        let expires_at = if expiring { r.u64()? } else { 0 };
         let len = r.u32()?;
         if len > max_body_bytes {
             return Err(TransferError::TooLarge(len));
         }
         body.resize(len as usize, 0);
         r.take(&mut body)?;
-        if let Err(e) = each(id, delivery_count, &body) {
+        if let Err(e) = each(id, delivery_count, expires_at, &body) {
             return Ok(Err(e));
         }
     }

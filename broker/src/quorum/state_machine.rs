@@ -72,6 +72,9 @@ pub(crate) struct Inner {
     /// Messages this replica applied into the queue since it opened (for
     /// metrics; a restart counts again from 0).
     pub(crate) published_total: u64,
+    /// Publishers waiting for room under the policy's reject-publish
+    /// limit (`length_limit.rs`).
+    pub(crate) room_waiters: Vec<(crate::queue::Sink, u64)>,
 }
 
 impl Inner {
@@ -398,6 +401,26 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                             .map_err(apply_error)?;
                     }
                 }
+                EntryPayload::Normal(Command::EnqueueExpiring {
+                    messages,
+                    expires_at,
+                }) => {
+                    log_bytes += messages.iter().map(|m| m.len() as u64).sum::<u64>();
+                    log_bytes += 8 * expires_at.len() as u64;
+                    for (position, message) in messages.into_iter().enumerate() {
+                        let id = message_id(entry.log_id.index, position);
+                        let at = expires_at.get(position).copied().unwrap_or(0);
+                        inner
+                            .enqueue_expiring(&shared.limits, id, message, at)
+                            .map_err(apply_error)?;
+                    }
+                }
+                EntryPayload::Normal(Command::Discard { ids, reason }) => {
+                    log_bytes += 8 * ids.len() as u64;
+                    inner
+                        .discard(&shared.limits, &ids, reason)
+                        .map_err(apply_error)?;
+                }
                 EntryPayload::Normal(Command::Purge { upto, except }) => {
                     log_bytes += 8 * except.len() as u64;
                     inner
@@ -411,6 +434,7 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
             responses.push(Applied);
         }
         inner.refill(&shared.queue);
+        inner.wake_room_waiters();
         let resident_bytes = inner.index.resident_bytes();
         if inner
             .growth

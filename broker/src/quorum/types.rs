@@ -5,6 +5,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::net::NodeId;
+use crate::queue::dead_letter::DeathReason;
 
 /// What a settlement does to the replicated copy of a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +54,27 @@ pub enum Command {
         messages: Vec<Bytes>,
         /// Settled message ids and what happened to each.
         settles: Vec<(u64, SettleKind)>,
+    },
+    /// Published messages of which at least one expires (a header ttl or
+    /// the leader's policy's `message_ttl_ms`): as `Enqueue`, plus each
+    /// message's expiry, ms since the epoch (0: never), stamped by the
+    /// leader so every replica holds the same time (`queue/expiry.rs`).
+    EnqueueExpiring {
+        /// The encoded messages, in publish order.
+        messages: Vec<Bytes>,
+        /// The i-th message's expiry.
+        expires_at: Vec<u64>,
+    },
+    /// The leader removed these messages without a consumer's settlement:
+    /// expired, or dropped from the head for its policy's length limit
+    /// (`discard.rs`). Every replica removes the same ones. (The reason,
+    /// `codec::dead_letter::DeathReason`, keeps its variants' order on
+    /// disk too: the test below guards it.)
+    Discard {
+        /// Message ids.
+        ids: Vec<u64>,
+        /// Why.
+        reason: DeathReason,
     },
 }
 
@@ -111,5 +133,27 @@ mod tests {
             settles: vec![],
         };
         assert_eq!(first_byte(&transact), 3);
+        let expiring = Command::EnqueueExpiring {
+            messages: vec![],
+            expires_at: vec![],
+        };
+        assert_eq!(first_byte(&expiring), 4);
+        let discard = Command::Discard {
+            ids: vec![],
+            reason: DeathReason::Expired,
+        };
+        assert_eq!(first_byte(&discard), 5);
+        // The reason is the byte after the (empty) id list.
+        let reason_byte = |reason| {
+            postcard::to_stdvec(&Command::Discard {
+                ids: vec![],
+                reason,
+            })
+            .expect("encodes")[2]
+        };
+        assert_eq!(reason_byte(DeathReason::Rejected), 0);
+        assert_eq!(reason_byte(DeathReason::Expired), 1);
+        assert_eq!(reason_byte(DeathReason::Maxlen), 2);
+        assert_eq!(reason_byte(DeathReason::DeliveryLimit), 3);
     }
 }

@@ -1,0 +1,31 @@
+//! The node's expiry sweep: one task per node that, every second, has each
+//! queue served here remove the expired messages at its head
+//! (`queue/expiry.rs`): the transient queues of the registry, and the
+//! quorum queues this node leads (their leader logs the removal, so every
+//! replica removes the same messages). A queue that never took a message
+//! with an expiry costs one check. No timer per message.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use super::registry::Registry;
+use crate::quorum::QuorumNode;
+
+/// How often expired messages are swept.
+pub(crate) const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Start the sweep; it ends once the node is gone.
+pub(crate) fn spawn(registry: Weak<Registry>, quorum: Weak<QuorumNode>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let (Some(registry), Some(quorum)) = (registry.upgrade(), quorum.upgrade()) else {
+                return;
+            };
+            registry.sweep_expired();
+            quorum.sweep_expired();
+        }
+    });
+}
