@@ -10,7 +10,9 @@
 //! - `max_length_bytes` (reject-publish);
 //! - a header ttl of 200 ms: not delivered after 1 s, and the sweep
 //!   brings the depth to 0 without a consumer; `message_ttl_ms` likewise;
-//! - a queue no policy matches takes everything.
+//! - a queue no policy matches takes everything;
+//! - a transient queue dead-letters what drop-head drops and what expires
+//!   (reasons `maxlen`, `expired`).
 //!
 //! The quorum side's agreement across replicas is `policies_quorum.rs`.
 
@@ -20,7 +22,9 @@ use std::time::Duration;
 
 use common::*;
 use fe2o3_amqp::types::definitions::{AmqpError, ErrorCondition};
+use fe2o3_amqp::types::messaging::annotations::OwnedKey;
 use fe2o3_amqp::types::messaging::{AmqpValue, Header, Message, Outcome};
+use fe2o3_amqp::types::primitives::Value as FeValue;
 use fe2o3_amqp::{Receiver, Sender};
 use ramqpd_broker::config::{Overflow, PolicyConfig};
 use ramqpd_broker::Broker;
@@ -48,6 +52,14 @@ fn policies() -> Vec<PolicyConfig> {
         PolicyConfig {
             pattern: "/*/short".into(),
             message_ttl_ms: Some(300),
+            ..PolicyConfig::default()
+        },
+        PolicyConfig {
+            pattern: "/queues/dl-src".into(),
+            max_length: Some(1),
+            overflow: Overflow::DropHead,
+            message_ttl_ms: Some(300),
+            dead_letter_address: Some("/queues/dl-dlq".into()),
             ..PolicyConfig::default()
         },
     ]
@@ -221,8 +233,38 @@ async fn limits_and_ttl(broker: &Broker, kind: &str) {
     for s in [sender, sender2, sender3] {
         s.close().await.expect("detaches");
     }
+    if kind == "queues" {
+        dead_letters(&mut session).await;
+    }
     session.end().await.expect("ends");
     connection.close().await.expect("closes");
+}
+
+/// A transient queue dead-letters what it drops and what expires, with
+/// the reasons `maxlen` and `expired` (dead-lettering from quorum queues
+/// is not done yet).
+async fn dead_letters(session: &mut Sess) {
+    let mut dlq = attach_receiver_to(session, "dl-rx", "/queues/dl-dlq").await;
+    let mut sender = attach_sender_to(session, "dl-tx", "/queues/dl-src").await;
+    assert!(send(&mut sender, 0).await.is_accepted());
+    assert!(send(&mut sender, 1).await.is_accepted());
+    for (body, reason) in [("message 000", "maxlen"), ("message 001", "expired")] {
+        let delivery = recv(&mut dlq).await;
+        let message = delivery.message();
+        assert_eq!(body_text(message).as_deref(), Some(body));
+        let first_reason = message.message_annotations.as_ref().and_then(|a| {
+            a.iter().find_map(|(k, v)| match (k, v) {
+                (OwnedKey::Symbol(k), FeValue::Symbol(v)) if k.0 == "x-first-death-reason" => {
+                    Some(v.0.clone())
+                }
+                _ => None,
+            })
+        });
+        assert_eq!(first_reason.as_deref(), Some(reason), "{message:?}");
+        dlq.accept(&delivery).await.expect("accepts");
+    }
+    sender.close().await.expect("detaches");
+    dlq.close().await.expect("detaches");
 }
 
 async fn expect_nothing_of(receiver: &mut Receiver) {
