@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use anyhow::{bail, Result};
-use broker::codec::{Flow, Role, SenderSettleMode, Transfer};
+use broker::codec::{Fields, Flow, Role, SenderSettleMode, Transfer};
 use bytes::{Bytes, BytesMut};
 use tokio::time::Instant as Deadline;
 
@@ -84,13 +84,28 @@ impl Connection {
         address: &str,
         credit: u32,
     ) -> Result<Receiver> {
-        let attach = Connection::new_attach(
+        self.attach_filtered_receiver(name, address, credit, None)
+            .await
+    }
+
+    /// [`Connection::attach_receiver`] with a source filter set.
+    pub async fn attach_filtered_receiver(
+        &mut self,
+        name: &str,
+        address: &str,
+        credit: u32,
+        filter: Option<Fields>,
+    ) -> Result<Receiver> {
+        let mut attach = Connection::new_attach(
             name,
             Role::Receiver,
             SenderSettleMode::Mixed,
             Some(address.to_string()),
             None,
         );
+        if let Some(source) = attach.source.as_mut() {
+            source.filter = filter;
+        }
         let link = ReceiverLink {
             delivery_count: 0,
             issued_until: 0,

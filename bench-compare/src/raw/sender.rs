@@ -61,6 +61,9 @@ impl SenderLink {
 #[derive(Debug)]
 pub struct Sender {
     handle: u32,
+    /// Encoded sections written before each message's `data` section
+    /// (e.g. application-properties); empty by default.
+    sections: Bytes,
 }
 
 impl Connection {
@@ -90,7 +93,10 @@ impl Connection {
             drain: false,
         };
         let handle = self.attach(attach, LinkKind::Sender(link)).await?;
-        Ok(Sender { handle })
+        Ok(Sender {
+            handle,
+            sections: Bytes::new(),
+        })
     }
 
     fn sender_link(&mut self, handle: u32) -> Result<&mut SenderLink> {
@@ -162,6 +168,12 @@ impl Connection {
 }
 
 impl Sender {
+    /// Put these encoded sections (e.g. an application-properties section)
+    /// in front of every message's `data` section.
+    pub fn with_sections(self, sections: Bytes) -> Sender {
+        Sender { sections, ..self }
+    }
+
     /// Queue one message whose body is one `data` section holding `body`;
     /// returns its delivery-id. Waits (bounded) for link credit and for room
     /// in the peer's session window. The frames are buffered: they are
@@ -200,7 +212,7 @@ impl Sender {
         if !settled {
             conn.unsettled.insert(delivery_id, handle);
         }
-        let payload_len = data_section_overhead(body.len()) + body.len();
+        let payload_len = self.sections.len() + data_section_overhead(body.len()) + body.len();
         if FRAME_HEADER_BYTES + TRANSFER_OVERHEAD_BOUND + payload_len <= conn.max_frame_out as usize
         {
             frame::encode_amqp_frame(
@@ -209,11 +221,13 @@ impl Sender {
                 &Performative::Transfer(transfer),
                 payload_len,
             );
+            conn.wbuf.extend_from_slice(&self.sections);
             put_data_section(&mut conn.wbuf, body);
             conn.next_outgoing_id = conn.next_outgoing_id.wrapping_add(1);
             conn.remote_incoming_window -= 1;
         } else {
             let mut payload = BytesMut::with_capacity(payload_len);
+            payload.extend_from_slice(&self.sections);
             put_data_section(&mut payload, body);
             let mut rest = payload.freeze();
             while !rest.is_empty() {

@@ -91,6 +91,15 @@ struct Args {
     /// Tokio worker threads of the client (default: one per core).
     #[arg(long, env = "LAT_THREADS")]
     threads: Option<usize>,
+    /// Every message carries an application-properties section with
+    /// `colour = 'red'` (raw client only), so a run with `--selector` and one
+    /// without send the same bytes.
+    #[arg(long, env = "LAT_COLOUR")]
+    colour: bool,
+    /// The consumer attaches with this JMS selector as its source filter
+    /// (raw client only; implies --colour), e.g. "colour = 'red'".
+    #[arg(long, env = "LAT_SELECTOR")]
+    selector: Option<String>,
 }
 
 fn main() -> Result<()> {
@@ -101,6 +110,9 @@ fn main() -> Result<()> {
 
 async fn run(args: Args) -> Result<()> {
     payload::check_size(args.payload)?;
+    if (args.colour || args.selector.is_some()) && args.client != "raw" {
+        bail!("--colour and --selector need --client raw");
+    }
     if args.lat_n == 0 && args.n == 0 {
         bail!("nothing to do: LAT_LAT_N and LAT_N are both 0");
     }
@@ -170,6 +182,11 @@ async fn run(args: Args) -> Result<()> {
         json!(report::client_stack_of(&args.client)),
     );
     result.insert("payload_bytes".into(), json!(args.payload));
+    result.insert("selector".into(), json!(args.selector));
+    result.insert(
+        "colour".into(),
+        json!(args.colour || args.selector.is_some()),
+    );
     result.insert("publish".into(), json!(mode));
     result.insert("samples".into(), json!(args.lat_n));
     result.insert("warmup".into(), json!(args.warmup));

@@ -42,6 +42,21 @@ async fn next_own(
     }
 }
 
+/// An application-properties section: `colour = 'red'`.
+fn colour_section() -> bytes::Bytes {
+    use broker::codec::{Descriptor, Value};
+    let mut out = bytes::BytesMut::new();
+    Value::Described(Box::new((
+        Descriptor::Code(0x74),
+        Value::Map(vec![(
+            Value::String("colour".into()),
+            Value::String("red".into()),
+        )]),
+    )))
+    .encode(&mut out);
+    out.freeze()
+}
+
 fn body(args: &Args, run: u32, seq: u64) -> Vec<u8> {
     payload::encode(
         Stamp {
@@ -66,11 +81,16 @@ pub(crate) async fn run_trial(args: &Args, target: &Target, trial: u32) -> Resul
         Connection::connect(&url, &format!("ramqp-bench-lat-con-{run:08x}"), timeout)
             .await
             .context("consumer connection")?;
+    let filter = args
+        .selector
+        .as_deref()
+        .map(|s| vec![broker::queue::filter::selector_entry("jms-selector", s)]);
     let receiver = consumer
-        .attach_receiver(
+        .attach_filtered_receiver(
             &format!("lat-receiver-{run:08x}"),
             &args.address,
             args.credit,
+            filter,
         )
         .await?;
     let mut purged = 0u64;
@@ -85,13 +105,16 @@ pub(crate) async fn run_trial(args: &Args, target: &Target, trial: u32) -> Resul
             args.address
         );
     }
-    let sender = publisher
+    let mut sender = publisher
         .attach_sender(
             &format!("lat-sender-{run:08x}"),
             &args.address,
             !args.confirm,
         )
         .await?;
+    if args.colour || args.selector.is_some() {
+        sender = sender.with_sections(colour_section());
+    }
     let mut checks = Checks::default();
 
     // Closed loop, one in flight.
