@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::consumer_priority::consumer_priority;
 use super::error::ConnectionError;
 use super::link::{ConsumerLink, Destination, Link, PublisherLink};
 use super::outbox::Outbox;
@@ -288,6 +289,10 @@ impl State {
     }
 
     fn attach_consumer(&mut self, channel: u16, attach: Attach, out: &mut Outbox) {
+        let priority = match consumer_priority(attach.properties.as_ref()) {
+            Ok(priority) => priority,
+            Err(error) => return self.refuse(channel, attach, Role::Sender, error, out),
+        };
         let source = attach.source.as_ref();
         // A filter of a known type that is bad (a selector that does not
         // parse) refuses the link; unknown types are ignored (and not
@@ -324,6 +329,7 @@ impl State {
         let tag = self.allocate_tag(channel, attach.handle);
         let options = ConsumerOptions {
             filter: filter.clone(),
+            priority,
             ..ConsumerOptions::default()
         };
         let consumer = match queue.subscribe(self.sink.clone(), tag, options) {

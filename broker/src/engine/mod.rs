@@ -10,6 +10,7 @@ mod attach;
 mod authorize;
 mod connection;
 mod connections;
+mod consumer_priority;
 mod counters;
 mod deliver;
 mod error;

@@ -240,6 +240,7 @@ impl State {
                 self.published(link, token as u32, outcome, out)
             }
             QueueEventKind::Capacity => self.capacity(link, out),
+            QueueEventKind::Registered { .. } => {}
             QueueEventKind::Closed {
                 condition,
                 description,

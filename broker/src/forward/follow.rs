@@ -53,6 +53,14 @@ pub(super) fn hold_settle(consumer: &mut RConsumer, message: MessageId, outcome:
     }
 }
 
+/// The consumer attached through remote link `link`.
+pub(super) fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
+    state
+        .consumers
+        .values_mut()
+        .find(|c| matches!(c.at, At::Remote { link: l, .. } if l == link))
+}
+
 impl RoutedQueue {
     /// Report `released` for publishes sent more than `limit` ago: bounded
     /// waiting for a publisher whatever happens to the target. A late
@@ -211,6 +219,10 @@ impl RoutedQueue {
                 ) {
                     Ok(local_id) => {
                         consumer.at = At::Local(local_id);
+                        // Its place in the consumer order, for the next leader.
+                        if let Some(stamp) = local.stamp_of(local_id) {
+                            consumer.options.registered = Some(stamp);
+                        }
                         for (message, outcome) in consumer.held_settles.drain(..) {
                             local.settle(local_id, message, outcome);
                         }

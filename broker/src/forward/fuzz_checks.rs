@@ -42,6 +42,7 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let options = WireOptions {
         filter: Some(filter.to_vec()),
         priority: 5,
+        registered: Some(3 << 32),
     };
     // (first byte: what the rest is decoded as, see `protocol`; encoding)
     let encoded = [
@@ -83,6 +84,17 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                     message: 5 << 16,
                     delivery_count: 1,
                     redelivered: true,
+                },
+            }),
+        ),
+        (
+            3,
+            postcard::to_allocvec(&Shipment {
+                stream,
+                seq: 43,
+                message: ToOrigin::Registered {
+                    link: 2,
+                    stamp: 3 << 32,
                 },
             }),
         ),

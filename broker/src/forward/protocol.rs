@@ -216,6 +216,8 @@ pub(crate) struct WireOptions {
     pub(crate) filter: Option<Vec<u8>>,
     /// Consumer priority.
     pub(crate) priority: i32,
+    /// Registration stamp from an earlier leader.
+    pub(crate) registered: Option<u64>,
 }
 
 impl From<&ConsumerOptions> for WireOptions {
@@ -223,6 +225,7 @@ impl From<&ConsumerOptions> for WireOptions {
         WireOptions {
             filter: options.filter.as_ref().map(|f| f.to_wire()),
             priority: options.priority,
+            registered: options.registered,
         }
     }
 }
@@ -239,6 +242,7 @@ impl WireOptions {
         Ok(ConsumerOptions {
             filter,
             priority: self.priority,
+            registered: self.registered,
         })
     }
 }
@@ -284,6 +288,15 @@ pub(crate) enum ToOrigin {
         /// amqp:resource-deleted instead of looking for the queue again.
         deleted: bool,
     },
+    /// The consumer's registration stamp (its place in the consumer order
+    /// of a queue with a single active consumer), for the origin to bring
+    /// to the next leader. Added last; sent only for such queues.
+    Registered {
+        /// Link id.
+        link: u64,
+        /// The stamp.
+        stamp: u64,
+    },
 }
 
 /// One stream of shipments from a serving node to an origin. A new one
@@ -314,7 +327,8 @@ impl ToOrigin {
             ToOrigin::Deliver { link, .. }
             | ToOrigin::Drained { link, .. }
             | ToOrigin::Published { link, .. }
-            | ToOrigin::Closed { link, .. } => *link,
+            | ToOrigin::Closed { link, .. }
+            | ToOrigin::Registered { link, .. } => *link,
         }
     }
 }

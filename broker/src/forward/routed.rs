@@ -24,7 +24,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::follow::hold_settle;
+use super::follow::{find_link, hold_settle};
 use super::protocol::{ToOrigin, ToServer};
 use super::Forwarder;
 use crate::codec::MessageView;
@@ -365,6 +365,11 @@ impl RoutedQueue {
                     self.lose_target(&mut state);
                 }
             }
+            ToOrigin::Registered { link, stamp } => {
+                if let Some(consumer) = find_link(&mut state, link) {
+                    consumer.options.registered = Some(stamp);
+                }
+            }
         }
     }
 }
@@ -378,13 +383,6 @@ fn add_waiter(state: &mut State, sink: &Sink, tag: u64) {
     {
         state.waiters.push((sink.clone(), tag));
     }
-}
-
-fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
-    state
-        .consumers
-        .values_mut()
-        .find(|c| matches!(c.at, At::Remote { link: l, .. } if l == link))
 }
 
 impl Queue for RoutedQueue {

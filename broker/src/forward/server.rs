@@ -452,6 +452,9 @@ impl Server {
                 Bytes::new(),
             ),
             QueueEventKind::Capacity => return None,
+            QueueEventKind::Registered { stamp } => {
+                (ToOrigin::Registered { link, stamp }, Bytes::new())
+            }
             QueueEventKind::Closed {
                 condition,
                 description,

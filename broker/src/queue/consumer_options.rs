@@ -20,12 +20,17 @@ pub struct ConsumerOptions {
     /// Consumer priority (a link property); 0 when not given. Higher
     /// priorities are served first.
     pub priority: i32,
+    /// The registration stamp an earlier leader of a quorum queue gave
+    /// this consumer (its place in the consumer order, see
+    /// `consumer_order.rs`), kept by its routed queue so that the next
+    /// leader orders it the same; `None` for a new consumer.
+    pub registered: Option<u64>,
 }
 
 impl ConsumerOptions {
     /// Whether these are the defaults (no filter, priority 0): what an
     /// older node assumes for a consumer it is not told options for.
     pub fn is_default(&self) -> bool {
-        self.filter.is_none() && self.priority == 0
+        self.filter.is_none() && self.priority == 0 && self.registered.is_none()
     }
 }

@@ -18,6 +18,7 @@ use foldhash::HashMap;
 #[path = "delivery_limit.rs"]
 mod delivery_limit;
 
+use super::consumer_order::ConsumerOrder;
 use super::filtered_take::take_matching;
 use super::message::{Delivery, Message, MessageId};
 use super::policy::QueuePolicy;
@@ -118,6 +119,8 @@ pub(crate) struct Dispatcher {
     consumers: HashMap<ConsumerId, Consumer>,
     /// Consumers with credit, in round-robin order.
     waiting: VecDeque<ConsumerId>,
+    /// Priorities, registration order, the single active consumer.
+    order: ConsumerOrder,
     /// Deliveries pushed to consumers so far (for metrics).
     delivered_total: u64,
     /// Deliveries settled accepted or rejected so far (for metrics).
@@ -253,6 +256,7 @@ impl Dispatcher {
         self.returned.clear();
         self.out.clear();
         self.waiting.clear();
+        self.order.clear();
         self.consumers
             .drain()
             .map(|(id, c)| ClearedConsumer {
@@ -299,6 +303,7 @@ impl Dispatcher {
     ) -> ConsumerId {
         let id = ConsumerId(self.next_consumer);
         self.next_consumer += 1;
+        self.order.add(id, options.priority, options.registered);
         self.consumers.insert(
             id,
             Consumer {
@@ -312,6 +317,36 @@ impl Dispatcher {
             },
         );
         id
+    }
+
+    /// Whether the queue's policy asks for a single active consumer.
+    pub(crate) fn single_active(&self) -> bool {
+        false
+    }
+
+    /// New consumers' registration stamps go above every earlier
+    /// epoch's (see `consumer_order.rs`).
+    pub(crate) fn set_epoch(&mut self, epoch: u64) {
+        self.order.set_epoch(epoch);
+    }
+
+    /// A consumer's registration stamp.
+    pub(crate) fn stamp(&self, consumer: ConsumerId) -> Option<u64> {
+        self.order.stamp(consumer)
+    }
+
+    /// Activate no single active consumer until [`Self::release_activation`].
+    pub(crate) fn hold_activation(&mut self) -> u64 {
+        self.order.hold()
+    }
+
+    /// End hold `hold` and deliver; whether it was still in force.
+    pub(crate) fn release_activation(&mut self, hold: u64) -> bool {
+        let released = self.order.release(hold);
+        if released {
+            self.dispatch();
+        }
+        released
     }
 
     /// A consumer's delivery-count and credit limit.
@@ -428,8 +463,11 @@ impl Dispatcher {
     /// Hand out messages to waiting consumers, round-robin, within credit.
     fn dispatch(&mut self) {
         let mut passed_over = Vec::new();
+        let single_active = self.single_active();
         while self.n_ready() > 0 {
-            let Some(id) = self.waiting.pop_front() else {
+            let out = &self.out;
+            let holds = |c| out.values().any(|(owner, _)| *owner == c);
+            let Some(id) = self.order.pick(&mut self.waiting, single_active, holds) else {
                 break;
             };
             let Some(consumer) = self.consumers.get_mut(&id) else {
@@ -488,6 +526,7 @@ impl Dispatcher {
 
     fn remove_consumer(&mut self, id: ConsumerId) {
         self.consumers.remove(&id);
+        self.order.remove(id);
         self.waiting.retain(|c| *c != id);
         let mine: Vec<MessageId> = self
             .out

@@ -9,6 +9,7 @@
 
 mod address;
 mod consumer_options;
+mod consumer_order;
 pub mod dead_letter;
 mod directory;
 pub(crate) mod dispatch;

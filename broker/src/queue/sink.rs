@@ -34,6 +34,13 @@ pub enum QueueEventKind {
     },
     /// The queue has room again for the publisher with this tag.
     Capacity,
+    /// The consumer's registration stamp, for its node to keep (see
+    /// `ConsumerOptions::registered`); sent by a quorum queue with a single
+    /// active consumer to a forwarded consumer. The engine ignores it.
+    Registered {
+        /// The stamp.
+        stamp: u64,
+    },
     /// The queue can no longer serve this link here (e.g. its Raft leader
     /// moved): the engine detaches the link with this error.
     Closed {

@@ -347,7 +347,7 @@ fn a_filtered_consumer_takes_only_matches_and_leaves_the_rest_in_order() {
         filter: filter::MessageFilter::from_filter_set(&set)
             .unwrap()
             .map(std::sync::Arc::new),
-        priority: 0,
+        ..ConsumerOptions::default()
     };
     let picky = q.subscribe(sink.clone(), 1, red).unwrap();
     q.flow(picky, 10, false);

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use openraft::ServerState;
 
+use super::consumer_handover::start_leading;
 use super::state_machine::Shared;
 use super::types::QueueRaftHandle;
 use crate::codec::definitions::condition;
@@ -62,11 +63,19 @@ pub(super) fn leads_without_quorum(m: &Metrics, node_id: NodeId, window_ms: u64)
 /// back to their node, where they follow the leader the same way.
 /// Idempotent; called by the watchers and before serving a link.
 /// `leading` is `Some(last log index)` when this node leads: every message
-/// of the log up to there may have been delivered by an earlier leader.
-pub(super) fn set_leading(shared: &Shared, leading: Option<u64>, node_id: NodeId, queue: &str) {
+/// of the log up to there may have been delivered by an earlier leader;
+/// `term` is the Raft term it leads in (see `consumer_handover.rs`).
+pub(super) fn set_leading(
+    shared: &Arc<Shared>,
+    leading: Option<u64>,
+    term: u64,
+    node_id: NodeId,
+    queue: &str,
+) {
     let mut inner = shared.lock();
     if let (Some(last_log_index), false) = (leading, inner.leading) {
         inner.leading = true;
+        start_leading(shared, &mut inner, term);
         inner.start_feed(last_log_index);
         inner.refill(queue);
         tracing::info!(%queue, node_id, "leading");
@@ -106,7 +115,7 @@ pub(super) async fn watch_leadership(
     let mut cut_off = false;
     let mut known_leader = None;
     loop {
-        let (leading, log_applied, without_quorum) = {
+        let (leading, term, log_applied, without_quorum) = {
             let m = metrics.borrow_and_update();
             if m.current_leader.is_some() && m.current_leader != known_leader {
                 known_leader = m.current_leader;
@@ -114,6 +123,7 @@ pub(super) async fn watch_leadership(
             }
             (
                 leading_with_quorum(&m, node_id, window),
+                m.current_term,
                 m.last_applied.map(|l| l.index) >= m.last_log_index,
                 leads_without_quorum(&m, node_id, window)
                     .then_some(m.millis_since_quorum_ack)
@@ -133,7 +143,7 @@ pub(super) async fn watch_leadership(
             _ => {}
         }
         cut_off = without_quorum.is_some();
-        set_leading(&shared, leading, node_id, &queue);
+        set_leading(&shared, leading, term, node_id, &queue);
         if leading.is_some() {
             shared.lock().confirm_missing(&queue, log_applied);
         }

@@ -19,6 +19,7 @@ mod bodies;
 mod budget;
 mod cluster_view;
 mod compaction;
+mod consumer_handover;
 mod discard;
 mod feed;
 pub(crate) mod fuzz_checks;

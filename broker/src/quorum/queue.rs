@@ -23,7 +23,7 @@ use crate::queue::dispatch::Settled;
 use crate::queue::ResourceAlarm;
 use crate::queue::{
     ConsumerId, ConsumerOptions, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
-    QueueAddress, QueueError, QueuePolicy, QueueStats, Sink, TxnPart,
+    QueueAddress, QueueError, QueueEventKind, QueuePolicy, QueueStats, Sink, TxnPart,
 };
 use crate::raft::RaftStatus;
 
@@ -258,6 +258,7 @@ impl QuorumQueue {
         set_leading(
             &self.shared,
             leadership(&self.raft, self.node_id),
+            self.raft.metrics().borrow().current_term,
             self.node_id,
             &self.address.to_string(),
         );
@@ -325,6 +326,19 @@ impl QuorumQueue {
         Ok(id)
     }
 
+    /// A consumer's registration stamp (its place in the consumer order),
+    /// on a queue with a single active consumer: what its routed queue
+    /// brings to the next leader. `None` on other queues, so that their
+    /// consumers still move with a plain `Subscribe` (which nodes of older
+    /// versions read).
+    pub(crate) fn stamp_of(&self, consumer: ConsumerId) -> Option<u64> {
+        let inner = self.shared.lock();
+        if !inner.dispatcher.single_active() {
+            return None;
+        }
+        inner.dispatcher.stamp(consumer)
+    }
+
     /// Take a routed consumer out of this queue, wherever it is (parked
     /// after a step-down, or still served here): its delivery-count and
     /// credit limit, so it can be moved to another leader. Its unsettled
@@ -351,6 +365,7 @@ impl Queue for QuorumQueue {
         set_leading(
             &self.shared,
             leadership(&self.raft, self.node_id),
+            self.raft.metrics().borrow().current_term,
             self.node_id,
             &self.address.to_string(),
         );
@@ -453,7 +468,17 @@ impl Queue for QuorumQueue {
         if let Some(damaged) = inner.damaged() {
             return Err(QueueError::Refused(damaged.to_string()));
         }
-        Ok(inner.dispatcher.subscribe(sink, tag, options))
+        let new = options.registered.is_none();
+        let id = inner.dispatcher.subscribe(sink.clone(), tag, options);
+        // A forwarded consumer's node keeps its place for the next leader.
+        if let (true, true, Some(stamp)) = (
+            new,
+            inner.dispatcher.single_active(),
+            inner.dispatcher.stamp(id),
+        ) {
+            sink.send(tag, QueueEventKind::Registered { stamp });
+        }
+        Ok(id)
     }
 
     fn flow(&self, consumer: ConsumerId, credit_limit: u32, drain: bool) {
