@@ -15,6 +15,7 @@ use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::definitions::Fields;
 use fe2o3_amqp::types::primitives::{Symbol, Value};
 use fe2o3_amqp::{Receiver, Sender};
+use ramqpd_broker::config::PolicyConfig;
 
 /// Long enough to see that a message is not coming, short for the suite.
 const QUIET: Duration = Duration::from_millis(500);
@@ -143,4 +144,68 @@ async fn priority_order(broker: &ramqpd_broker::Broker, address: &str) {
         "{error}"
     );
     let _ = connection.close().await;
+}
+
+/// One consumer at a time on `address`: the first attached gets every
+/// message, the second takes over when it detaches, then the third.
+async fn single_active_in_order(broker: &ramqpd_broker::Broker, address: &str) {
+    let mut connection = connect(broker, "sac").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut first = receiver(&mut session, "first", address, None, 10).await;
+    let mut second = receiver(&mut session, "second", address, None, 10).await;
+    let mut third = receiver(&mut session, "third", address, None, 10).await;
+    let mut tx = sender(&mut session, address).await;
+    send_all(&mut tx, &["1", "2", "3"]).await;
+    assert_eq!(take(&mut first, 3).await, ["1", "2", "3"]);
+    expect_nothing(&mut second, QUIET, "the first consumer is the active one").await;
+    expect_nothing(
+        &mut third,
+        Duration::ZERO,
+        "the first consumer is the active one",
+    )
+    .await;
+    // One left unsettled goes back when the active one detaches, and goes
+    // to the next in order with the new ones.
+    send_all(&mut tx, &["4"]).await;
+    let (_unsettled, text) = recv_text(&mut first).await;
+    assert_eq!(text, "4");
+    step("detach the active one", first.close())
+        .await
+        .expect("detach");
+    send_all(&mut tx, &["5"]).await;
+    assert_eq!(take(&mut second, 2).await, ["4", "5"]);
+    expect_nothing(&mut third, QUIET, "the second consumer took over").await;
+    step("detach the second", second.close())
+        .await
+        .expect("detach");
+    send_all(&mut tx, &["6"]).await;
+    assert_eq!(take(&mut third, 1).await, ["6"]);
+    let _ = connection.close().await;
+}
+
+#[tokio::test]
+async fn single_active_consumer_on_transient_and_quorum_queues() {
+    let broker = start_with(|config| {
+        for pattern in ["/queues/sac-*", "/quorum/sac-*"] {
+            config.policies.push(PolicyConfig {
+                pattern: pattern.to_string(),
+                single_active_consumer: true,
+                ..PolicyConfig::default()
+            });
+        }
+    })
+    .await;
+    single_active_in_order(&broker, "/queues/sac-t").await;
+    single_active_in_order(&broker, "/quorum/sac-q").await;
+    // Without the policy every consumer gets its share.
+    let mut connection = connect(&broker, "plain").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut a = receiver(&mut session, "a", "/queues/plain", None, 10).await;
+    let mut b = receiver(&mut session, "b", "/queues/plain", None, 10).await;
+    let mut tx = sender(&mut session, "/queues/plain").await;
+    send_all(&mut tx, &["x", "y"]).await;
+    assert_eq!(take(&mut a, 1).await, ["x"]);
+    assert_eq!(take(&mut b, 1).await, ["y"]);
+    let _ = connection.close().await;
+    stop(broker).await;
 }

@@ -143,6 +143,8 @@ impl Dispatcher {
     /// Put the queue's (new) effective policy in force.
     pub(crate) fn set_policy(&mut self, policy: Option<Arc<QueuePolicy>>) {
         self.policy = policy;
+        // Single active consumer may have been turned on or off.
+        self.dispatch();
     }
 
     /// Whether message `id` is out with a consumer.
@@ -321,7 +323,9 @@ impl Dispatcher {
 
     /// Whether the queue's policy asks for a single active consumer.
     pub(crate) fn single_active(&self) -> bool {
-        false
+        self.policy
+            .as_ref()
+            .is_some_and(|p| p.single_active_consumer)
     }
 
     /// New consumers' registration stamps go above every earlier

@@ -21,9 +21,10 @@
 //! forwarded subscribe; nothing in the Raft log. The limit: a consumer that
 //! takes longer than the grace to come back (its node cut off, or down) is
 //! passed over, and the next in order becomes active; once back it waits,
-//! first in line, for the active one to go. Stamps are not in the log, so
-//! a consumer attached before the policy turned on single active consumer,
-//! through another node, has none and gets a new one at the next leader.
+//! first in line, for the active one to go. Stamps are not in the log and
+//! are kept only while the policy asks for a single active consumer, so a
+//! consumer attached before it did has none and gets a new one at the
+//! next leader.
 //!
 //! It must not know the forwarding protocol: it decides when the new
 //! leader's dispatcher may choose, and nothing else.

@@ -1,0 +1,159 @@
+//! A quorum queue's single active consumer and consumer order across
+//! leader changes, on an in-process cluster (`ramqpd_broker::Cluster`) with
+//! the third-party client (fe2o3-amqp): three consumers attached through
+//! one node, the leadership moved twice; each time the consumers come back
+//! to the new leader in no set order, and still the first attached stays
+//! the active one, and when it detaches the second takes over, then the
+//! third.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::Receiver;
+use ramqpd_broker::config::PolicyConfig;
+use ramqpd_broker::{BrokerConfig, Cluster};
+
+const QUEUE: &str = "sac-moving";
+/// Long enough to see that a message is not coming, short for the suite.
+const QUIET: Duration = Duration::from_millis(500);
+
+fn config() -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    fast_raft(&mut config);
+    config.quorum.leader_wait_ms = 5000;
+    config.policies.push(PolicyConfig {
+        pattern: "/quorum/sac-*".to_string(),
+        single_active_consumer: true,
+        ..PolicyConfig::default()
+    });
+    config
+}
+
+async fn receiver(session: &mut Sess, name: &str) -> Receiver {
+    let mut receiver = step(
+        "receiver attach",
+        Receiver::builder()
+            .name(name.to_string())
+            .source(format!("/quorum/{QUEUE}"))
+            .credit_mode(CreditMode::Manual)
+            .attach(session),
+    )
+    .await
+    .expect("receiver attaches");
+    step("credit", receiver.set_credit(50))
+        .await
+        .expect("credit");
+    receiver
+}
+
+/// Receive `texts` in order on `receiver`, accepting each; messages of
+/// earlier batches (`seen`) may come again first (a settlement not yet
+/// replicated when the leadership moved: at least once), no other.
+async fn expect_texts(receiver: &mut Receiver, texts: &[String], seen: &mut Vec<String>) {
+    let mut want = texts.iter();
+    let mut next = want.next();
+    while let Some(expected) = next {
+        let delivery = within(
+            Duration::from_secs(15),
+            "a delivery to the active consumer",
+            receiver.recv::<String>(),
+        )
+        .await
+        .expect("receive");
+        let body = delivery.body().clone();
+        step("accept", receiver.accept(&delivery))
+            .await
+            .expect("accept");
+        if body == *expected {
+            next = want.next();
+        } else {
+            assert!(seen.contains(&body), "got {body}, expected {expected}");
+        }
+    }
+    seen.extend(texts.iter().cloned());
+}
+
+async fn leader(cluster: &Cluster) -> u64 {
+    let mut leader = None;
+    eventually(Duration::from_secs(15), "a leader", || {
+        leader = cluster.leader_of(QUEUE);
+        leader.is_some()
+    })
+    .await;
+    leader.unwrap_or_default()
+}
+
+async fn publish_all(cluster: &Cluster, texts: &[String]) {
+    let via = cluster.addr(2).expect("node 2");
+    assert_eq!(publish(via, QUEUE, texts).await, texts, "all accepted");
+}
+
+fn texts(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_active_consumer_and_the_order_survive_leader_changes() {
+    let cluster = Cluster::start(3, config()).await.expect("cluster starts");
+    publish_all(&cluster, &[]).await; // declares the queue
+    let first_leader = leader(&cluster).await;
+    // Through a node that does not lead, so the links are forwarded, and
+    // all through one routed queue.
+    let via = first_leader % 3 + 1;
+    let mut connection = open_at(cluster.addr(via).expect("node"), "consumers").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut first = receiver(&mut session, "first").await;
+    let mut second = receiver(&mut session, "second").await;
+    let mut third = receiver(&mut session, "third").await;
+    let mut seen = Vec::new();
+    let batch = texts("before", 3);
+    publish_all(&cluster, &batch).await;
+    expect_texts(&mut first, &batch, &mut seen).await;
+    for round in 0..2 {
+        let from = leader(&cluster).await;
+        let to = from % 3 + 1;
+        within(
+            Duration::from_secs(20),
+            "move_leadership",
+            cluster
+                .node(from)
+                .expect("leader node")
+                .quorum()
+                .move_leadership(Some(QUEUE), Some(to)),
+        )
+        .await
+        .expect("leadership moves");
+        eventually(Duration::from_secs(15), "the target leads", || {
+            cluster.leader_of(QUEUE) == Some(to)
+        })
+        .await;
+        let batch = texts(&format!("after-move-{round}"), 3);
+        publish_all(&cluster, &batch).await;
+        expect_texts(&mut first, &batch, &mut seen).await;
+        expect_nothing(&mut second, QUIET, "the first consumer stays active").await;
+        expect_nothing(
+            &mut third,
+            Duration::ZERO,
+            "the first consumer stays active",
+        )
+        .await;
+    }
+    step("detach the active one", first.close())
+        .await
+        .expect("detach");
+    let batch = texts("second", 2);
+    publish_all(&cluster, &batch).await;
+    expect_texts(&mut second, &batch, &mut seen).await;
+    expect_nothing(&mut third, QUIET, "the second consumer took over").await;
+    step("detach the second", second.close())
+        .await
+        .expect("detach");
+    let batch = texts("third", 2);
+    publish_all(&cluster, &batch).await;
+    expect_texts(&mut third, &batch, &mut seen).await;
+    let _ = connection.close().await;
+    cluster.shutdown().await;
+}
