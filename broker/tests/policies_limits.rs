@@ -10,6 +10,7 @@
 //! - `max_length_bytes` (reject-publish);
 //! - a header ttl of 200 ms: not delivered after 1 s, and the sweep
 //!   brings the depth to 0 without a consumer; `message_ttl_ms` likewise;
+//! - a message posted in a transaction expires as well;
 //! - a queue no policy matches takes everything;
 //! - a transient queue dead-letters what drop-head drops and what expires
 //!   (reasons `maxlen`, `expired`).
@@ -21,6 +22,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use fe2o3_amqp::transaction::{Controller, Transaction, TransactionDischarge, TransactionPosting};
 use fe2o3_amqp::types::definitions::{AmqpError, ErrorCondition};
 use fe2o3_amqp::types::messaging::annotations::OwnedKey;
 use fe2o3_amqp::types::messaging::{AmqpValue, Header, Message, Outcome};
@@ -223,6 +225,24 @@ async fn limits_and_ttl(broker: &Broker, kind: &str) {
     let mut receiver = attach_receiver_to(&mut session, "short-rx", &at("short")).await;
     expect_nothing_of(&mut receiver).await;
     receiver.close().await.expect("detaches");
+
+    // A message posted in a transaction expires too (on a quorum queue
+    // the leader stamps the transaction's entry).
+    let controller = step("controller attach", Controller::attach(&mut session, "ctl"))
+        .await
+        .expect("the coordinator link attaches");
+    let txn = step("declare", Transaction::declare(&controller, None))
+        .await
+        .expect("declared");
+    let posted = step("post", txn.post(&mut sender2, message(7, None))).await;
+    assert!(posted.expect("answered").is_accepted());
+    // Committed: it is in the queue (until it expires, 300 ms on).
+    step("commit", txn.commit()).await.expect("committed");
+    eventually(Duration::from_secs(4), "the posted one swept", || {
+        held(broker, &at("short")) == 0
+    })
+    .await;
+    controller.close().await.expect("detaches");
 
     // No policy matches: no limit.
     let mut sender3 = attach_sender_to(&mut session, "free-tx", &at("free")).await;

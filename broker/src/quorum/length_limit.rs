@@ -33,6 +33,15 @@ impl Inner {
             .is_some_and(|p| p.rejects_publish() && !p.admits(held, self.index.bytes(), len))
     }
 
+    /// Whether `messages` more messages of `bytes` in all fit (a
+    /// transaction asks before it commits anywhere).
+    pub(crate) fn has_room_for(&self, in_flight: usize, messages: usize, bytes: u64) -> bool {
+        let held = (self.index.len() + in_flight + messages) as u64;
+        self.dispatcher.policy().is_none_or(|p| {
+            !p.rejects_publish() || !p.over_limit(held, self.index.bytes().saturating_add(bytes))
+        })
+    }
+
     /// After the log applied: wake the publishers waiting for room, if
     /// there is some (each asks again, and waits again if not).
     pub(crate) fn wake_room_waiters(&mut self) {

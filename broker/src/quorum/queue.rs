@@ -510,10 +510,11 @@ impl Queue for QuorumQueue {
         inner.dispatcher.unsubscribe(consumer);
     }
 
-    fn has_room_for(&self, _messages: usize, _bytes: u64) -> bool {
-        // A quorum queue has no length limit of its own; the node's disk
-        // and memory alarms are what make it full.
-        !self.alarm.is_raised()
+    fn has_room_for(&self, messages: usize, bytes: u64) -> bool {
+        // The node's disk and memory alarms, and the policy's
+        // reject-publish limit (`length_limit.rs`).
+        let in_flight = self.gate.in_flight.load(Ordering::Acquire);
+        !self.alarm.is_raised() && self.shared.lock().has_room_for(in_flight, messages, bytes)
     }
 
     fn commit(&self, part: TxnPart, confirm: PublishConfirm) -> Result<PublishStatus, QueueError> {

@@ -415,6 +415,26 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                             .map_err(apply_error)?;
                     }
                 }
+                EntryPayload::Normal(Command::TransactExpiring {
+                    messages,
+                    settles,
+                    expires_at,
+                }) => {
+                    log_bytes += messages.iter().map(|m| m.len() as u64).sum::<u64>();
+                    log_bytes += 9 * settles.len() as u64 + 8 * expires_at.len() as u64;
+                    for (position, message) in messages.into_iter().enumerate() {
+                        let id = message_id(entry.log_id.index, position);
+                        let at = expires_at.get(position).copied().unwrap_or(0);
+                        inner
+                            .enqueue_expiring(&shared.limits, id, message, at)
+                            .map_err(apply_error)?;
+                    }
+                    for (id, kind) in settles {
+                        inner
+                            .settle(&shared.limits, id, kind)
+                            .map_err(apply_error)?;
+                    }
+                }
                 EntryPayload::Normal(Command::Discard { ids, reason }) => {
                     log_bytes += 8 * ids.len() as u64;
                     inner

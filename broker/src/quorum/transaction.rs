@@ -41,17 +41,33 @@ impl QuorumQueue {
                     .map(|kind| (message, kind))
             })
             .collect();
+        // Expiries are the leader's, stamped now (`queue/expiry.rs`).
+        let expires_at: Vec<u64> = {
+            let inner = self.shared.lock();
+            let policy = inner.dispatcher.policy().map(|p| &**p);
+            part.messages
+                .iter()
+                .map(|m| crate::queue::expiry::expires_at(m, policy))
+                .collect()
+        };
         let messages: Vec<bytes::Bytes> = part.messages.into_iter().map(|m| m.bytes).collect();
         if messages.is_empty() && settles.is_empty() {
             // Only releases: nothing for the log.
             return Ok(PublishStatus::Accepted);
         }
+        let command = match expires_at.iter().any(|at| *at != 0) {
+            true => Command::TransactExpiring {
+                messages,
+                settles,
+                expires_at,
+            },
+            false => Command::Transact { messages, settles },
+        };
         let raft = self.raft.clone();
         let hold = self.hold.clone();
         let timeout = self.publish_timeout;
         tokio::spawn(async move {
-            let outcome =
-                propose(raft, hold, Command::Transact { messages, settles }, timeout).await;
+            let outcome = propose(raft, hold, command, timeout).await;
             confirm.report(outcome);
         });
         Ok(PublishStatus::Pending)

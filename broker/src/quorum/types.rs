@@ -76,6 +76,17 @@ pub enum Command {
         /// Why.
         reason: DeathReason,
     },
+    /// A local transaction's part of which at least one message expires:
+    /// as `Transact`, plus each message's expiry stamped by the leader (as
+    /// in `EnqueueExpiring`).
+    TransactExpiring {
+        /// The encoded messages, in the order they were posted.
+        messages: Vec<Bytes>,
+        /// Settled message ids and what happened to each.
+        settles: Vec<(u64, SettleKind)>,
+        /// The i-th message's expiry, ms since the epoch (0: never).
+        expires_at: Vec<u64>,
+    },
 }
 
 /// The state machine's answer to a command (the message id of an enqueue
@@ -143,6 +154,12 @@ mod tests {
             reason: DeathReason::Expired,
         };
         assert_eq!(first_byte(&discard), 5);
+        let transact_expiring = Command::TransactExpiring {
+            messages: vec![],
+            settles: vec![],
+            expires_at: vec![],
+        };
+        assert_eq!(first_byte(&transact_expiring), 6);
         // The reason is the byte after the (empty) id list.
         let reason_byte = |reason| {
             postcard::to_stdvec(&Command::Discard {
