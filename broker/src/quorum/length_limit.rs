@@ -58,10 +58,10 @@ impl QuorumQueue {
     /// Whether a publisher may get credit as far as the policy's limit
     /// goes; if not, it is woken once there is room.
     pub(super) fn policy_room(&self, sink: &Sink, tag: u64) -> bool {
-        let mut inner = self.shared.lock();
-        if inner.dispatcher.policy().is_none() {
+        if !self.rejects_publish.load(Ordering::Acquire) {
             return true;
         }
+        let mut inner = self.shared.lock();
         if !inner.full_for(self.gate.in_flight.load(Ordering::Acquire)) {
             return true;
         }

@@ -45,6 +45,9 @@ pub struct QuorumQueue {
     alarm: Arc<ResourceAlarm>,
     /// When this replica last took an AppendEntries from its leader.
     contact: LeaderContact,
+    /// Whether the policy has a reject-publish limit: without one, asking
+    /// for credit takes no lock for it (`length_limit.rs`).
+    pub(super) rejects_publish: std::sync::atomic::AtomicBool,
     /// How long a proposal may wait for its commit before its publisher
     /// hears `released`.
     pub(super) publish_timeout: Duration,
@@ -104,6 +107,7 @@ impl QuorumQueue {
             hold,
             alarm,
             contact: LeaderContact::default(),
+            rejects_publish: std::sync::atomic::AtomicBool::new(false),
             publish_timeout,
         })
     }
@@ -111,7 +115,12 @@ impl QuorumQueue {
     /// Put the queue's effective policy in force on this replica. Only a
     /// leader decides with it (its decisions go into the log).
     pub(crate) fn set_policy(&self, policy: Option<Arc<QueuePolicy>>) {
-        self.shared.lock().dispatcher.set_policy(policy);
+        let rejects = policy.as_ref().is_some_and(|p| p.rejects_publish());
+        let mut inner = self.shared.lock();
+        inner.dispatcher.set_policy(policy);
+        self.rejects_publish.store(rejects, Ordering::Release);
+        // A raised or removed limit may make room.
+        inner.wake_room_waiters();
     }
 
     /// The queue's effective policy on this node.
@@ -514,7 +523,9 @@ impl Queue for QuorumQueue {
         // The node's disk and memory alarms, and the policy's
         // reject-publish limit (`length_limit.rs`).
         let in_flight = self.gate.in_flight.load(Ordering::Acquire);
-        !self.alarm.is_raised() && self.shared.lock().has_room_for(in_flight, messages, bytes)
+        !self.alarm.is_raised()
+            && (!self.rejects_publish.load(Ordering::Acquire)
+                || self.shared.lock().has_room_for(in_flight, messages, bytes))
     }
 
     fn commit(&self, part: TxnPart, confirm: PublishConfirm) -> Result<PublishStatus, QueueError> {
