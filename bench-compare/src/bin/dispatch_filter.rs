@@ -72,7 +72,7 @@ fn measure(n: usize, filter: Option<Arc<MessageFilter>>, message: &Message) -> R
     let (sink, mut rx) = Sink::channel();
     let options = ConsumerOptions {
         filter,
-        priority: 0,
+        ..ConsumerOptions::default()
     };
     let consumer = queue.subscribe(sink, 1, options).context("subscribe")?;
     let start = Instant::now();
