@@ -256,6 +256,7 @@ impl Dispatcher {
     pub(crate) fn clear(&mut self) -> Vec<ClearedConsumer> {
         self.ready.clear();
         self.returned.clear();
+        self.expired.clear();
         self.out.clear();
         self.waiting.clear();
         self.order.clear();
