@@ -4,7 +4,8 @@
 //! one node, the leadership moved twice; each time the consumers come back
 //! to the new leader in no set order, and still the first attached stays
 //! the active one, and when it detaches the second takes over, then the
-//! third.
+//! third. And priorities: a high-priority consumer attached after a low
+//! one still gets every message after the leadership moved.
 
 mod common;
 
@@ -12,11 +13,14 @@ use std::time::Duration;
 
 use common::*;
 use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::types::definitions::Fields;
+use fe2o3_amqp::types::primitives::{Symbol, Value};
 use fe2o3_amqp::Receiver;
 use ramqpd_broker::config::PolicyConfig;
 use ramqpd_broker::{BrokerConfig, Cluster};
 
 const QUEUE: &str = "sac-moving";
+const PRIO_QUEUE: &str = "prio-moving";
 /// Long enough to see that a message is not coming, short for the suite.
 const QUIET: Duration = Duration::from_millis(500);
 
@@ -33,16 +37,22 @@ fn config() -> BrokerConfig {
 }
 
 async fn receiver(session: &mut Sess, name: &str) -> Receiver {
-    let mut receiver = step(
-        "receiver attach",
-        Receiver::builder()
-            .name(name.to_string())
-            .source(format!("/quorum/{QUEUE}"))
-            .credit_mode(CreditMode::Manual)
-            .attach(session),
-    )
-    .await
-    .expect("receiver attaches");
+    receiver_of(session, QUEUE, name, 0).await
+}
+
+async fn receiver_of(session: &mut Sess, queue: &str, name: &str, priority: i32) -> Receiver {
+    let mut builder = Receiver::builder()
+        .name(name.to_string())
+        .source(format!("/quorum/{queue}"))
+        .credit_mode(CreditMode::Manual);
+    if priority != 0 {
+        let mut properties = Fields::new();
+        properties.insert(Symbol::from("rabbitmq:priority"), Value::Int(priority));
+        builder = builder.properties(properties);
+    }
+    let mut receiver = step("receiver attach", builder.attach(session))
+        .await
+        .expect("receiver attaches");
     step("credit", receiver.set_credit(50))
         .await
         .expect("credit");
@@ -76,10 +86,10 @@ async fn expect_texts(receiver: &mut Receiver, texts: &[String], seen: &mut Vec<
     seen.extend(texts.iter().cloned());
 }
 
-async fn leader(cluster: &Cluster) -> u64 {
+async fn leader(cluster: &Cluster, queue: &str) -> u64 {
     let mut leader = None;
     eventually(Duration::from_secs(15), "a leader", || {
-        leader = cluster.leader_of(QUEUE);
+        leader = cluster.leader_of(queue);
         leader.is_some()
     })
     .await;
@@ -87,8 +97,33 @@ async fn leader(cluster: &Cluster) -> u64 {
 }
 
 async fn publish_all(cluster: &Cluster, texts: &[String]) {
+    publish_to(cluster, QUEUE, texts).await;
+}
+
+async fn publish_to(cluster: &Cluster, queue: &str, texts: &[String]) {
     let via = cluster.addr(2).expect("node 2");
-    assert_eq!(publish(via, QUEUE, texts).await, texts, "all accepted");
+    assert_eq!(publish(via, queue, texts).await, texts, "all accepted");
+}
+
+/// Move `queue`'s leadership to the next node; returns when it leads.
+async fn move_leader(cluster: &Cluster, queue: &str) {
+    let from = leader(cluster, queue).await;
+    let to = from % 3 + 1;
+    within(
+        Duration::from_secs(20),
+        "move_leadership",
+        cluster
+            .node(from)
+            .expect("leader node")
+            .quorum()
+            .move_leadership(Some(queue), Some(to)),
+    )
+    .await
+    .expect("leadership moves");
+    eventually(Duration::from_secs(15), "the target leads", || {
+        cluster.leader_of(queue) == Some(to)
+    })
+    .await;
 }
 
 fn texts(prefix: &str, n: usize) -> Vec<String> {
@@ -99,7 +134,7 @@ fn texts(prefix: &str, n: usize) -> Vec<String> {
 async fn the_active_consumer_and_the_order_survive_leader_changes() {
     let cluster = Cluster::start(3, config()).await.expect("cluster starts");
     publish_all(&cluster, &[]).await; // declares the queue
-    let first_leader = leader(&cluster).await;
+    let first_leader = leader(&cluster, QUEUE).await;
     // Through a node that does not lead, so the links are forwarded, and
     // all through one routed queue.
     let via = first_leader % 3 + 1;
@@ -113,23 +148,7 @@ async fn the_active_consumer_and_the_order_survive_leader_changes() {
     publish_all(&cluster, &batch).await;
     expect_texts(&mut first, &batch, &mut seen).await;
     for round in 0..2 {
-        let from = leader(&cluster).await;
-        let to = from % 3 + 1;
-        within(
-            Duration::from_secs(20),
-            "move_leadership",
-            cluster
-                .node(from)
-                .expect("leader node")
-                .quorum()
-                .move_leadership(Some(QUEUE), Some(to)),
-        )
-        .await
-        .expect("leadership moves");
-        eventually(Duration::from_secs(15), "the target leads", || {
-            cluster.leader_of(QUEUE) == Some(to)
-        })
-        .await;
+        move_leader(&cluster, QUEUE).await;
         let batch = texts(&format!("after-move-{round}"), 3);
         publish_all(&cluster, &batch).await;
         expect_texts(&mut first, &batch, &mut seen).await;
@@ -154,6 +173,16 @@ async fn the_active_consumer_and_the_order_survive_leader_changes() {
     let batch = texts("third", 2);
     publish_all(&cluster, &batch).await;
     expect_texts(&mut third, &batch, &mut seen).await;
+
+    // Priorities (no single active consumer): the high one, attached
+    // after the low one, keeps first call after the leadership moved.
+    let mut low = receiver_of(&mut session, PRIO_QUEUE, "low", 0).await;
+    let mut high = receiver_of(&mut session, PRIO_QUEUE, "high", 5).await;
+    move_leader(&cluster, PRIO_QUEUE).await;
+    let batch = texts("prio", 4);
+    publish_to(&cluster, PRIO_QUEUE, &batch).await;
+    expect_texts(&mut high, &batch, &mut seen).await;
+    expect_nothing(&mut low, QUIET, "the high-priority consumer had credit").await;
     let _ = connection.close().await;
     cluster.shutdown().await;
 }
