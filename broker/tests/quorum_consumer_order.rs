@@ -5,7 +5,9 @@
 //! to the new leader in no set order, and still the first attached stays
 //! the active one, and when it detaches the second takes over, then the
 //! third. And priorities: a high-priority consumer attached after a low
-//! one still gets every message after the leadership moved.
+//! one still gets every message after the leadership moved. And a lost
+//! active consumer: its node cut off with the leadership, the next in
+//! order takes over once the new leader's wait for it (2 s) is over.
 
 mod common;
 
@@ -17,10 +19,12 @@ use fe2o3_amqp::types::definitions::Fields;
 use fe2o3_amqp::types::primitives::{Symbol, Value};
 use fe2o3_amqp::Receiver;
 use ramqpd_broker::config::PolicyConfig;
+use ramqpd_broker::queue::QueueAddress;
 use ramqpd_broker::{BrokerConfig, Cluster};
 
 const QUEUE: &str = "sac-moving";
 const PRIO_QUEUE: &str = "prio-moving";
+const LOST_QUEUE: &str = "sac-lost";
 /// Long enough to see that a message is not coming, short for the suite.
 const QUIET: Duration = Duration::from_millis(500);
 
@@ -183,6 +187,54 @@ async fn the_active_consumer_and_the_order_survive_leader_changes() {
     publish_to(&cluster, PRIO_QUEUE, &batch).await;
     expect_texts(&mut high, &batch, &mut seen).await;
     expect_nothing(&mut low, QUIET, "the high-priority consumer had credit").await;
+
+    // The active consumer is on the leader's node, which is cut off: the
+    // new leader waits for it in vain, then the next in order takes over.
+    publish_to(&cluster, LOST_QUEUE, &[]).await;
+    let cut = leader(&cluster, LOST_QUEUE).await;
+    let other = cut % 3 + 1;
+    let mut cut_conn = open_at(cluster.addr(cut).expect("node"), "on the cut node").await;
+    let mut cut_session = begin_session(&mut cut_conn).await;
+    let mut lost = receiver_of(&mut cut_session, LOST_QUEUE, "lost", 0).await;
+    let mut other_conn = open_at(cluster.addr(other).expect("node"), "elsewhere").await;
+    let mut other_session = begin_session(&mut other_conn).await;
+    let mut next = receiver_of(&mut other_session, LOST_QUEUE, "next", 0).await;
+    let batch = texts("lost", 2);
+    publish_via(&cluster, other, LOST_QUEUE, &batch).await;
+    expect_texts(&mut lost, &batch, &mut seen).await;
+    expect_nothing(&mut next, QUIET, "the consumer on the cut node is active").await;
+    for node in [1, 2, 3] {
+        if node != cut {
+            cluster.set_partitioned(cut, node, true);
+        }
+    }
+    eventually(Duration::from_secs(15), "a new leader", || {
+        cluster
+            .node(other)
+            .and_then(|n| n.quorum().get(&lost_address()))
+            .and_then(|q| q.leader())
+            .is_some_and(|l| l != cut)
+    })
+    .await;
+    let batch = texts("after-cut", 2);
+    publish_via(&cluster, other, LOST_QUEUE, &batch).await;
+    expect_texts(&mut next, &batch, &mut seen).await;
+    for node in [1, 2, 3] {
+        if node != cut {
+            cluster.set_partitioned(cut, node, false);
+        }
+    }
     let _ = connection.close().await;
+    let _ = other_conn.close().await;
+    drop(cut_conn);
     cluster.shutdown().await;
+}
+
+fn lost_address() -> QueueAddress {
+    QueueAddress::parse(&format!("/quorum/{LOST_QUEUE}")).expect("address")
+}
+
+async fn publish_via(cluster: &Cluster, node: u64, queue: &str, texts: &[String]) {
+    let via = cluster.addr(node).expect("node");
+    assert_eq!(publish(via, queue, texts).await, texts, "all accepted");
 }
