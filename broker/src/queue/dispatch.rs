@@ -1,6 +1,7 @@
 //! The consumer side of a queue, shared by every queue kind: messages
 //! waiting in FIFO order, competing consumers served round-robin within
-//! their credit, drain, messages out with a consumer until settled, and
+//! their credit (highest priority first, or one single active consumer:
+//! `consumer_order.rs`), drain, messages out with a consumer until settled, and
 //! their return (in order) when released, modified or abandoned.
 //!
 //! A `Dispatcher` is plain data with no lock and no IO; its owner (a
