@@ -2,7 +2,8 @@
 //! expired (`queue/expiry.rs`) or dropped from the head for its policy's
 //! length limit (overflow drop-head).
 //!
-//! The leader decides: its sweep (once a second, `node/expiry_sweep.rs`)
+//! The leader decides: its sweep (once a second, `node/expiry_sweep.rs`,
+//! and at once when an apply left the queue past its drop-head limit)
 //! takes the expired messages its dispatcher set aside and those at the
 //! head of the index whose stamped expiry has passed, and under drop-head
 //! the oldest messages not out with a consumer while the queue is past its
@@ -40,6 +41,15 @@ impl Inner {
             self.settle(limits, id, SettleKind::Remove)?;
         }
         Ok(())
+    }
+
+    /// Whether the queue is past its drop-head limit (the leader then asks
+    /// for a sweep at once). Choosing again before the discard applied
+    /// picks the same oldest messages: a repeated discard is harmless.
+    pub(crate) fn past_drop_head_limit(&self) -> bool {
+        self.dispatcher.policy().is_some_and(|p| {
+            p.drops_head() && p.over_limit(self.index.len() as u64, self.index.bytes())
+        })
     }
 
     /// The leader's choice: the messages to discard now, and why (expired

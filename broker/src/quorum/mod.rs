@@ -30,6 +30,7 @@ mod leader_contact;
 mod leadership_watch;
 mod length_limit;
 mod node;
+mod node_policies;
 mod placement;
 mod proposer;
 mod publish_gate;

@@ -109,7 +109,10 @@ pub struct QuorumNode {
     commit_latency: Arc<LatencyHistogram>,
     /// The node's queue policies: resolved when a group opens here, set
     /// again on every open group by [`QuorumNode::apply_policies`].
-    policies: Arc<Policies>,
+    pub(super) policies: Arc<Policies>,
+    /// Raised by a group's leader that must drop its head now: the node's
+    /// sweep runs at once (`node/expiry_sweep.rs`).
+    pub(super) sweep_soon: Arc<tokio::sync::Notify>,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -179,6 +182,7 @@ impl QuorumNode {
             alarm: Arc::new(ResourceAlarm::default()),
             commit_latency: Arc::new(LatencyHistogram::default()),
             policies,
+            sweep_soon: Arc::new(tokio::sync::Notify::new()),
         });
         queues::spawn_watcher(
             &node.alarm,
@@ -371,6 +375,7 @@ impl QuorumNode {
             .lock()
             .dispatcher
             .set_policy(self.policies.resolve(&address));
+        let _ = shared.sweep_soon.set(self.sweep_soon.clone());
         let state_machine = QueueStateMachine::open(&dir, shared.clone())
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
         let log_store = PurgeGatedLog::new(
@@ -404,23 +409,6 @@ impl QuorumNode {
             Duration::from_millis(self.config.publish_timeout_ms),
             self.alarm.clone(),
         ))
-    }
-
-    /// Set every open group's policy from the node's current set (after
-    /// it was replaced).
-    pub(crate) fn apply_policies(&self) {
-        let set = self.policies.current();
-        for queue in self.queues() {
-            queue.set_policy(set.resolve(queue.address()));
-        }
-    }
-
-    /// Have every quorum queue this node leads remove the expired
-    /// messages at its head (through its log).
-    pub(crate) fn sweep_expired(&self) {
-        for queue in self.queues() {
-            queue.sweep_expired();
-        }
     }
 
     /// Why publishers to this node's quorum queues are held back (disk or

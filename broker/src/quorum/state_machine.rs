@@ -135,6 +135,10 @@ pub(crate) struct Shared {
     /// The node's histogram of publish commit latency (proposal to
     /// commit), shared by every queue of the node.
     pub(crate) commit_latency: Arc<LatencyHistogram>,
+    /// The node's "sweep now" signal (`node/expiry_sweep.rs`), raised when
+    /// the leader applied past its drop-head limit, so the head goes at
+    /// once rather than at the next tick.
+    pub(crate) sweep_soon: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
 }
 
 impl Shared {
@@ -153,6 +157,7 @@ impl Shared {
             snapshot_cover: SnapshotCover::default(),
             leader_changes: AtomicU64::new(0),
             commit_latency,
+            sweep_soon: std::sync::OnceLock::new(),
         }
     }
 
@@ -455,6 +460,11 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
         }
         inner.refill(&shared.queue);
         inner.wake_room_waiters();
+        if inner.leading && inner.past_drop_head_limit() {
+            if let Some(sweep) = shared.sweep_soon.get() {
+                sweep.notify_one();
+            }
+        }
         let resident_bytes = inner.index.resident_bytes();
         if inner
             .growth
