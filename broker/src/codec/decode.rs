@@ -180,7 +180,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// The bytes of a binary, string or symbol whose constructor was `code`.
-    fn variable(&mut self, code: u8) -> Result<Bytes> {
+    pub(crate) fn variable(&mut self, code: u8) -> Result<Bytes> {
         let width = if code & 0xf0 == 0xa0 { 1 } else { 4 };
         let len = self.size_prefix(width)?;
         Ok(self.buf.split_to(len))

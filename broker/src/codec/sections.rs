@@ -156,12 +156,54 @@ pub fn application_properties(message: &Bytes) -> Result<Option<Vec<(Value, Valu
     }
 }
 
-/// The value of the first section with descriptor `wanted`, skipping the
-/// others; `None` once a section that may not precede it (the body or the
-/// footer) is reached.
-fn section(message: &Bytes, wanted: u64) -> Result<Option<Value>, CodecError> {
+/// The application-properties section's map still encoded (a zero-copy
+/// slice of `message`), if it has one: for [`map_lookup`], which finds one
+/// key without decoding the others (what a filter needs per message).
+pub fn application_properties_encoded(message: &Bytes) -> Result<Option<Bytes>, CodecError> {
     let mut rest = message.clone();
     let mut d = Decoder::new(&mut rest);
+    if !find_section(&mut d, dc::APPLICATION_PROPERTIES)? {
+        return Ok(None);
+    }
+    let start = message.len() - d.remaining();
+    d.skip_value()?;
+    Ok(Some(message.slice(start..message.len() - d.remaining())))
+}
+
+/// The value of the first entry of the encoded `map` whose key is the
+/// string or symbol `key`; the other entries are skipped, not decoded.
+pub fn map_lookup(map: &Bytes, key: &str) -> Result<Option<Value>, CodecError> {
+    let mut rest = map.clone();
+    let mut d = Decoder::new(&mut rest);
+    let wide = match d.u8()? {
+        fc::MAP8 => false,
+        fc::MAP32 => true,
+        other => return Err(unexpected("map", other)),
+    };
+    let (n_pairs, _) = d.map_header(wide)?;
+    for _ in 0..n_pairs {
+        let matches = match d.peek_u8()? {
+            code @ (fc::STR8 | fc::STR32 | fc::SYM8 | fc::SYM32) => {
+                d.u8()?;
+                d.variable(code)?.as_ref() == key.as_bytes()
+            }
+            _ => {
+                d.skip_value()?;
+                false
+            }
+        };
+        if matches {
+            return d.value().map(Some);
+        }
+        d.skip_value()?;
+    }
+    Ok(None)
+}
+
+/// Move `d` to the value of the first section with descriptor `wanted`
+/// (true), skipping the others; false once a section that may not precede
+/// it (the body or the footer) is reached, or at the end.
+fn find_section(d: &mut Decoder<'_>, wanted: u64) -> Result<bool, CodecError> {
     while d.remaining() > 0 {
         let descriptor = match d.u8()? {
             fc::DESCRIBED => d.descriptor()?,
@@ -170,15 +212,26 @@ fn section(message: &Bytes, wanted: u64) -> Result<Option<Value>, CodecError> {
         let code = codes::descriptor_code(&descriptor)
             .ok_or_else(|| CodecError::UnknownDescriptor(codes::describe(&descriptor)))?;
         if code == wanted {
-            return d.value().map(Some);
+            return Ok(true);
         }
         if code > dc::APPLICATION_PROPERTIES {
-            // Body or footer: the bare message's properties come before.
-            return Ok(None);
+            return Ok(false);
         }
         d.skip_value()?;
     }
-    Ok(None)
+    Ok(false)
+}
+
+/// The value of the first section with descriptor `wanted`, skipping the
+/// others; `None` once a section that may not precede it (the body or the
+/// footer) is reached.
+fn section(message: &Bytes, wanted: u64) -> Result<Option<Value>, CodecError> {
+    let mut rest = message.clone();
+    let mut d = Decoder::new(&mut rest);
+    if !find_section(&mut d, wanted)? {
+        return Ok(None);
+    }
+    d.value().map(Some)
 }
 
 #[cfg(test)]
@@ -237,5 +290,31 @@ mod tests {
         assert!(properties(&Bytes::from_static(&[0x00, 0x53])).is_err());
         let not_a_list = encode(&[described(dc::PROPERTIES, Value::Symbol(Symbol::from("x")))]);
         assert!(properties(&not_a_list).is_err());
+    }
+
+    #[test]
+    fn map_lookup_finds_one_key_and_skips_the_rest() {
+        let message = encode(&[
+            described(
+                dc::APPLICATION_PROPERTIES,
+                Value::Map(vec![
+                    (Value::Int(1), Value::List(vec![Value::Null])),
+                    (Value::String("a".into()), Value::Long(-1)),
+                    (Value::Symbol(Symbol::from("b")), Value::String("x".into())),
+                    (Value::String("a".into()), Value::Long(2)),
+                ]),
+            ),
+            described(dc::AMQP_VALUE, Value::Null),
+        ]);
+        let map = application_properties_encoded(&message).unwrap().unwrap();
+        assert_eq!(map_lookup(&map, "a").unwrap(), Some(Value::Long(-1)));
+        assert_eq!(
+            map_lookup(&map, "b").unwrap(),
+            Some(Value::String("x".into()))
+        );
+        assert_eq!(map_lookup(&map, "c").unwrap(), None);
+        let body_only = encode(&[described(dc::AMQP_VALUE, Value::Null)]);
+        assert_eq!(application_properties_encoded(&body_only).unwrap(), None);
+        assert!(map_lookup(&Bytes::from_static(&[0xc1, 0x09, 0x02]), "a").is_err());
     }
 }

@@ -77,12 +77,14 @@ impl EqualityFilter {
 
     /// Whether every key matches.
     pub(super) fn matches(&self, fields: &MessageFields<'_>) -> bool {
-        self.keys.iter().all(|(key, expected)| {
-            let actual = match self.section {
-                Section::Application => fields.application(key),
-                Section::Properties => fields.properties().and_then(|p| p.named(key)),
-            };
-            actual.is_some_and(|actual| expected.matches(actual))
+        self.keys.iter().all(|(key, expected)| match self.section {
+            Section::Application => fields
+                .application(key)
+                .is_some_and(|actual| expected.matches(&actual)),
+            Section::Properties => fields
+                .properties()
+                .and_then(|p| p.named(key))
+                .is_some_and(|actual| expected.matches(actual)),
         })
     }
 }

@@ -99,7 +99,7 @@ fn read<'a>(field: &'a Field, fields: &'a MessageFields<'_>) -> Sql<'a> {
     let text = |s: Option<&'a str>| s.map_or(Sql::Null, |s| Sql::Str(Cow::Borrowed(s)));
     let value = |v: Option<&'a Value>| v.map_or(Sql::Null, Sql::amqp);
     match field {
-        Field::Application(key) => value(fields.application(key)),
+        Field::Application(key) => fields.application(key).map_or(Sql::Null, Sql::owned),
         Field::Priority => Sql::Long(i64::from(fields.priority())),
         Field::DeliveryMode => Sql::Str(Cow::Borrowed(if fields.durable() {
             "PERSISTENT"

@@ -1,12 +1,15 @@
 //! A message as a filter reads it: the header the queue already decoded,
-//! and the properties and application-properties sections decoded on
-//! first use, once, and only those (`codec::sections` skips the others by
+//! the properties section decoded on first use, once, and the
+//! application-properties section found on first use, once, with only the
+//! values asked for decoded (`codec::sections` skips the others by
 //! their size prefixes; the body is never touched). A message whose section
 //! cannot be read has, for a filter, no such section.
 //!
 //! It must not know selectors or filter types.
 
 use std::cell::OnceCell;
+
+use bytes::Bytes;
 
 use crate::codec::message::PRIORITY_DEFAULT;
 use crate::codec::sections::{self, Properties};
@@ -18,7 +21,8 @@ use super::super::message::Message;
 pub(crate) struct MessageFields<'m> {
     message: &'m Message,
     properties: OnceCell<Option<Properties>>,
-    application: OnceCell<Option<Vec<(Value, Value)>>>,
+    /// The application-properties map, still encoded.
+    application: OnceCell<Option<Bytes>>,
 }
 
 impl<'m> MessageFields<'m> {
@@ -51,20 +55,18 @@ impl<'m> MessageFields<'m> {
     }
 
     /// The application property `key` (keys are strings; a symbol key is
-    /// taken too). The first entry wins if a key repeats.
-    pub(crate) fn application(&self, key: &str) -> Option<&Value> {
-        let entries = self
+    /// taken too). The first entry wins if a key repeats. The section is
+    /// found once per check; each lookup scans the encoded map and decodes
+    /// only the value it returns.
+    pub(crate) fn application(&self, key: &str) -> Option<Value> {
+        let map = self
             .application
             .get_or_init(|| {
-                sections::application_properties(&self.message.bytes)
+                sections::application_properties_encoded(&self.message.bytes)
                     .ok()
                     .flatten()
             })
             .as_ref()?;
-        entries.iter().find_map(|(k, v)| match k {
-            Value::String(k) if k == key => Some(v),
-            Value::Symbol(k) if k.as_str() == key => Some(v),
-            _ => None,
-        })
+        sections::map_lookup(map, key).ok().flatten()
     }
 }

@@ -60,6 +60,21 @@ impl<'a> Sql<'a> {
         }
     }
 
+    /// [`Sql::amqp`] of a value the selector may keep (text moves, no copy).
+    pub(crate) fn owned(value: Value) -> Sql<'static> {
+        match value {
+            Value::String(s) => Sql::Str(Cow::Owned(s)),
+            Value::Symbol(s) => Sql::Str(Cow::Owned(s.0)),
+            other => match Sql::amqp(&other) {
+                Sql::Null => Sql::Null,
+                Sql::Bool(b) => Sql::Bool(b),
+                Sql::Long(v) => Sql::Long(v),
+                Sql::Double(v) => Sql::Double(v),
+                Sql::Str(s) => Sql::Str(Cow::Owned(s.into_owned())),
+            },
+        }
+    }
+
     /// The truth value: `Some` for a boolean, `None` for unknown (or a
     /// non-boolean, which a condition cannot use).
     pub(crate) fn truth(&self) -> Option<bool> {
