@@ -37,6 +37,15 @@ async fn broker() -> Broker {
             policy("/queues/drop-*", None, Some(1)),
             policy("/quorum/src-*", Some("/quorum/dlq"), Some(2)),
             policy("/quorum/drop-*", None, Some(1)),
+            PolicyConfig {
+                message_ttl_ms: Some(50),
+                ..policy("/quorum/ttl-*", Some("/quorum/dlq-limits"), None)
+            },
+            PolicyConfig {
+                max_length: Some(1),
+                overflow: ramqpd_broker::config::Overflow::DropHead,
+                ..policy("/quorum/len-*", Some("/quorum/dlq-limits"), None)
+            },
         ];
         fast_raft(c);
     })
@@ -225,5 +234,35 @@ async fn dead_letters_on(broker: &Broker, kind: &str) {
 async fn transient_queue_dead_letters() {
     let broker = broker().await;
     dead_letters_on(&broker, "queues").await;
+    stop(broker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_queue_dead_letters() {
+    let broker = broker().await;
+    dead_letters_on(&broker, "quorum").await;
+    stop(broker).await;
+}
+
+/// A quorum queue's expired and dropped-head messages, decided by its
+/// leader's sweep, go through the outbox too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_queue_dead_letters_expired_and_dropped_head() {
+    let broker = broker().await;
+    let mut connection = connect(&broker, "dl-limits").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut dlq = receiver(&mut session, "dlq", "/quorum/dlq-limits").await;
+    let mut tx = sender(&mut session, "/quorum/ttl-a").await;
+    send_text(&mut tx, "expired").await;
+    expect_dead_letter(&mut dlq, "expired", "/quorum/ttl-a", "expired").await;
+    let mut tx = sender(&mut session, "/quorum/len-a").await;
+    send_text(&mut tx, "oldest").await;
+    send_text(&mut tx, "newest").await;
+    expect_dead_letter(&mut dlq, "oldest", "/quorum/len-a", "maxlen").await;
+    let mut rx = receiver(&mut session, "rx", "/quorum/len-a").await;
+    let d = recv(&mut rx).await;
+    assert_eq!(body_text(d.message()).as_deref(), Some("newest"));
+    step("accept", rx.accept(&d)).await.expect("accept");
+    step("close", connection.close()).await.expect("close");
     stop(broker).await;
 }

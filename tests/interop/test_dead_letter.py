@@ -25,7 +25,7 @@ delivery_limit = 1
 """
 
 
-@pytest.fixture(params=["queues"])
+@pytest.fixture(params=["queues", "quorum"])
 def setup(request, start_broker, tmp_path):
     kind = request.param
     tag = uuid.uuid4().hex[:8]

@@ -538,6 +538,7 @@ async fn assemble(
         dead_letters.clone(),
     ));
     dead_letter_task.serve(Arc::downgrade(&registry));
+    quorum.attach_dead_letter_router(dead_letters.clone());
     let local: Weak<dyn LocalQueues> = Arc::downgrade(&registry) as _;
     forwarder.set_local_queues(local);
     let control = Arc::new(QueueAdmin {

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::index::{Placement, Slot};
 use super::state_machine::{BodyLimits, Inner};
 use super::types::SettleKind;
+use crate::codec::dead_letter::dead_letter_key;
 use crate::codec::MessageView;
 use crate::paging::{Location, StoreError};
 use crate::queue::Message;
@@ -46,6 +47,13 @@ impl Inner {
         bytes: Bytes,
         expires_at: u64,
     ) -> Result<(), ApplyError> {
+        // A second send of one dead-lettering (`dead_letters.rs`): taken
+        // once. A few byte comparisons for any other message.
+        if let Some(key) = dead_letter_key(&bytes) {
+            if !self.index.dead_letters_mut().first_time(key) {
+                return Ok(());
+            }
+        }
         // The leader checked the message before proposing it; this only
         // guards a replay of a log written by an older version.
         let Ok(view) = MessageView::scan(&bytes) else {
@@ -107,6 +115,7 @@ impl Inner {
     ) -> Result<(), ApplyError> {
         match kind {
             SettleKind::Remove => {
+                self.index.dead_letters_mut().remove(id);
                 if let Some((slot, body)) = self.index.remove(id) {
                     match slot.placement {
                         Placement::Resident => {

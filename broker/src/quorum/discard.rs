@@ -68,7 +68,8 @@ impl Inner {
                 if expired.len() >= SWEEP_MAX {
                     break;
                 }
-                if self.dispatcher.is_out(slot.id) {
+                // The dead-letter outbox left the queue already.
+                if self.dispatcher.is_out(slot.id) || self.index.dead_letters().in_outbox(slot.id) {
                     continue;
                 }
                 if !expiry::has_passed(self.index.expires_at(slot.id), now) {
@@ -80,7 +81,11 @@ impl Inner {
         for &id in &expired {
             self.dispatcher.remove(id);
         }
-        let (mut held, mut bytes) = (self.index.len() as u64, self.index.bytes());
+        let outbox = self.index.dead_letters().outbox_len() as u64;
+        let (mut held, mut bytes) = (
+            (self.index.len() as u64).saturating_sub(outbox),
+            self.index.bytes(),
+        );
         for &id in &expired {
             if let Some(slot) = self.index.get(id) {
                 held -= 1;
@@ -98,7 +103,10 @@ impl Inner {
             if !policy.over_limit(held, bytes) || dropped.len() >= SWEEP_MAX {
                 break;
             }
-            if self.dispatcher.is_out(slot.id) || expired.contains(&slot.id) {
+            if self.dispatcher.is_out(slot.id)
+                || expired.contains(&slot.id)
+                || self.index.dead_letters().in_outbox(slot.id)
+            {
                 continue;
             }
             held -= 1;
@@ -131,8 +139,17 @@ impl QuorumQueue {
             }
             chosen
         };
+        // With a dead-letter address they are dead-lettered (the outbox,
+        // `dead_letter_outbox.rs`), else dropped.
+        let dead = !chosen.is_empty() && self.dead_letters_on();
         for (ids, reason) in chosen {
-            let _ = self.settles.send(SettleMsg::Discard(ids, reason));
+            if dead {
+                for id in ids {
+                    let _ = self.settles.send(SettleMsg::DeadLetter(id, reason));
+                }
+            } else {
+                let _ = self.settles.send(SettleMsg::Discard(ids, reason));
+            }
         }
     }
 }

@@ -15,6 +15,7 @@
 
 use bytes::Bytes;
 
+use super::dead_letters::DeadLetters;
 use crate::paging::Location;
 
 /// Where a live message's body is.
@@ -69,6 +70,8 @@ pub(crate) struct MessageIndex {
     n_dead: usize,
     live_bytes: u64,
     resident_bytes: u64,
+    /// The dead-letter outbox and recent keys (`dead_letters.rs`).
+    dead: DeadLetters,
 }
 
 /// A dead slot is dropped at once from the front; elsewhere the vector is
@@ -215,8 +218,19 @@ impl MessageIndex {
         }
     }
 
+    /// The dead-letter outbox and recent keys.
+    pub(crate) fn dead_letters(&self) -> &DeadLetters {
+        &self.dead
+    }
+
+    /// The same, to change.
+    pub(crate) fn dead_letters_mut(&mut self) -> &mut DeadLetters {
+        &mut self.dead
+    }
+
     /// Live slots after `cursor` (from the start without one), in id
-    /// order, at most `max`.
+    /// order, at most `max`, leaving out the dead-letter outbox (its
+    /// messages are never served again).
     pub(crate) fn next_after(&self, cursor: Option<u64>, max: usize) -> Vec<Slot> {
         let start = match cursor {
             None => 0,
@@ -230,7 +244,7 @@ impl MessageIndex {
         let mut i = start;
         while i < self.slots.len() && out.len() < max {
             if let Some(slot) = focus.get(i) {
-                if slot.live() {
+                if slot.live() && !self.dead.in_outbox(slot.id) {
                     out.push(*slot);
                 }
             }

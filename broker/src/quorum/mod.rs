@@ -20,6 +20,8 @@ mod budget;
 mod cluster_view;
 mod compaction;
 mod consumer_handover;
+mod dead_letter_outbox;
+mod dead_letters;
 mod discard;
 mod feed;
 pub(crate) mod fuzz_checks;

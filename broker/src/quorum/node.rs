@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,9 +25,8 @@ use crate::latency::{LatencyHistogram, LatencySnapshot};
 use crate::net::NodeId;
 use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
 use crate::paging::StoreOptions;
-use crate::queue::{
-    self as queues, Policies, Queue, QueueAddress, QueueKind, ResourceAlarm, ResourceLimits,
-};
+use crate::queue::{self as queues, dead_letter::SharedRouter, Policies, Queue, QueueAddress};
+use crate::queue::{QueueKind, ResourceAlarm, ResourceLimits};
 use crate::raft::network::GroupNetwork;
 use crate::raft::{group_id, open_log_store, GroupId, PurgeGatedLog, RpcKind};
 
@@ -113,6 +112,8 @@ pub struct QuorumNode {
     /// Raised by a group's leader that must drop its head now: the node's
     /// sweep runs at once (`node/expiry_sweep.rs`).
     pub(super) sweep_soon: Arc<tokio::sync::Notify>,
+    /// Every group's dead-letter router (`dead_letter_outbox.rs`).
+    pub(super) dead_letter_router: Arc<OnceLock<SharedRouter>>,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -183,6 +184,7 @@ impl QuorumNode {
             commit_latency: Arc::new(LatencyHistogram::default()),
             policies,
             sweep_soon: Arc::new(tokio::sync::Notify::new()),
+            dead_letter_router: Arc::default(),
         });
         queues::spawn_watcher(
             &node.alarm,
@@ -365,12 +367,14 @@ impl QuorumNode {
                 ..StoreOptions::default()
             },
         };
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             self.config.snapshot_min_log_bytes,
             limits,
             address.to_string(),
             self.commit_latency.clone(),
-        ));
+        );
+        shared.dead_letter_router = self.dead_letter_router.clone();
+        let shared = Arc::new(shared);
         shared
             .lock()
             .dispatcher

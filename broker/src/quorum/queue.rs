@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::dead_letter_outbox::send_dead_letters;
 use super::hold::ProposalHold;
 use super::leader_contact::LeaderContact;
 use super::leadership_watch::{leadership, leads_without_quorum, set_leading, watch_leadership};
@@ -19,6 +20,7 @@ use super::settle_batcher::{replicate_settlements, SettleMsg};
 use super::state_machine::Shared;
 use super::types::{QueueRaftHandle, SettleKind};
 use crate::net::NodeId;
+use crate::queue::dead_letter::DeathReason;
 use crate::queue::dispatch::Settled;
 use crate::queue::ResourceAlarm;
 use crate::queue::{
@@ -96,6 +98,12 @@ impl QuorumQueue {
             address.to_string(),
         ));
         tokio::spawn(replicate_settlements(raft.clone(), settle_rx, hold.clone()));
+        tokio::spawn(send_dead_letters(
+            raft.clone(),
+            shared.clone(),
+            hold.clone(),
+            address.clone(),
+        ));
         Arc::new(QuorumQueue {
             address,
             node_id,
@@ -148,26 +156,28 @@ impl QuorumQueue {
         consumer: ConsumerId,
         message: MessageId,
         outcome: Outcome,
-    ) -> Option<SettleKind> {
+    ) -> Option<(SettleKind, Option<DeathReason>)> {
         let settled = {
             let mut inner = self.shared.lock();
             let settled = inner.dispatcher.settle(consumer, message, outcome);
             inner.refill(&self.shared.queue);
             settled
         };
+        let rejected = (outcome == Outcome::Rejected).then_some(DeathReason::Rejected);
         match (settled, outcome) {
-            (Settled::Removed(_), _) => Some(SettleKind::Remove),
+            (Settled::Removed(_), _) => Some((SettleKind::Remove, rejected)),
             // The delivery limit (the policy's) was reached: the message
-            // leaves the queue on every replica. (Dead-lettering it from a
-            // quorum queue is not done yet: it is dropped.)
-            (Settled::AtLimit(_), _) => Some(SettleKind::Remove),
+            // leaves the queue on every replica (dead-lettered or dropped).
+            (Settled::AtLimit(_), _) => {
+                Some((SettleKind::Remove, Some(DeathReason::DeliveryLimit)))
+            }
             (
                 Settled::Returned,
                 Outcome::Modified {
                     delivery_failed: true,
                     ..
                 },
-            ) => Some(SettleKind::Failed),
+            ) => Some((SettleKind::Failed, None)),
             (Settled::Unknown, Outcome::Accepted | Outcome::Rejected) => {
                 // Delivered by an earlier leader (the link followed the
                 // leadership here) or by another consumer: ids are
@@ -178,7 +188,7 @@ impl QuorumQueue {
                     return None;
                 }
                 inner.dispatcher.remove(message);
-                Some(SettleKind::Remove)
+                Some((SettleKind::Remove, rejected))
             }
             _ => None,
         }
@@ -507,16 +517,29 @@ impl Queue for QuorumQueue {
     }
 
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome) {
-        if let Some(kind) = self.settle_here(consumer, message, outcome) {
-            let _ = self.settles.send(SettleMsg::Settle(message, kind));
+        match self.settle_here(consumer, message, outcome) {
+            Some((_, Some(reason))) if self.dead_letters_on() => {
+                let _ = self.settles.send(SettleMsg::DeadLetter(message, reason));
+            }
+            Some((kind, _)) => {
+                let _ = self.settles.send(SettleMsg::Settle(message, kind));
+            }
+            None => {}
         }
     }
 
     fn unsubscribe(&self, consumer: ConsumerId) {
-        let mut inner = self.shared.lock();
-        inner.routed.remove(&consumer);
-        inner.orphans.remove(&consumer);
-        inner.dispatcher.unsubscribe(consumer);
+        let (counted, over) = {
+            let mut inner = self.shared.lock();
+            inner.routed.remove(&consumer);
+            inner.orphans.remove(&consumer);
+            // With a delivery limit, leaving without settling counts a
+            // failure, replicated like a modified(delivery-failed).
+            let (counted, over) = inner.dispatcher.count_abandoned(consumer);
+            inner.dispatcher.unsubscribe(consumer);
+            (counted, over)
+        };
+        self.abandoned(counted, over);
     }
 
     fn has_room_for(&self, messages: usize, bytes: u64) -> bool {

@@ -44,7 +44,9 @@ impl Inner {
             .iter()
             .map(|slot| slot.id)
             .take_while(|id| *id <= upto)
-            .filter(|id| !kept.contains(id))
+            // The dead-letter outbox is not the queue's to purge: those
+            // messages are on their way to the dead-letter queue.
+            .filter(|id| !kept.contains(id) && !self.index.dead_letters().in_outbox(*id))
             .collect();
         for id in ids {
             self.settle(limits, id, SettleKind::Remove)?;

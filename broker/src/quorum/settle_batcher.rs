@@ -1,7 +1,8 @@
 //! The settlement batcher of a quorum queue: settlements are applied to
 //! the leader's dispatcher at once and replicated here in batches (one log
 //! entry per batch and kind), so a new leader neither redelivers what was
-//! accepted nor forgets a failed attempt.
+//! accepted nor forgets a failed attempt. Dead-letterings go the same way,
+//! as `Command::DeadLetter` entries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,15 @@ use super::queue::QuorumQueue;
 use super::types::{Command, QueueRaftHandle, SettleKind};
 use crate::queue::dead_letter::DeathReason;
 use crate::queue::MessageId;
+
+/// A random salt for a `DeadLetter` entry (std seeds `RandomState` from
+/// the OS's randomness).
+fn random_salt() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
 
 /// Most settlements proposed in one log entry.
 const SETTLE_BATCH_MAX: usize = 4096;
@@ -26,6 +36,7 @@ pub(super) async fn replicate_settlements(
     while let Some(first) = rx.recv().await {
         let mut remove = Vec::new();
         let mut failed = Vec::new();
+        let mut dead = Vec::new();
         let mut flushed = Vec::new();
         let mut discards = Vec::new();
         let mut next = Some(first);
@@ -33,6 +44,7 @@ pub(super) async fn replicate_settlements(
             match msg {
                 SettleMsg::Settle(id, SettleKind::Remove) => remove.push(id),
                 SettleMsg::Settle(id, SettleKind::Failed) => failed.push(id),
+                SettleMsg::DeadLetter(id, reason) => dead.push((id, reason)),
                 SettleMsg::Flush(done) => {
                     flushed.push(done);
                     break;
@@ -42,16 +54,25 @@ pub(super) async fn replicate_settlements(
                     break;
                 }
             }
-            if remove.len() + failed.len() >= SETTLE_BATCH_MAX {
+            if remove.len() + failed.len() + dead.len() >= SETTLE_BATCH_MAX {
                 break;
             }
             next = rx.try_recv().ok();
         }
-        let settles = [(remove, SettleKind::Remove), (failed, SettleKind::Failed)]
-            .into_iter()
-            .filter(|(ids, _)| !ids.is_empty())
-            .map(|(ids, kind)| Command::Settle { ids, kind });
-        for command in settles.chain(discards) {
+        let mut commands: Vec<Command> =
+            [(remove, SettleKind::Remove), (failed, SettleKind::Failed)]
+                .into_iter()
+                .filter(|(ids, _)| !ids.is_empty())
+                .map(|(ids, kind)| Command::Settle { ids, kind })
+                .chain(discards)
+                .collect();
+        if !dead.is_empty() {
+            commands.push(Command::DeadLetter {
+                ids: dead,
+                salt: random_salt(),
+            });
+        }
+        for command in commands {
             let Some(pass) = hold.pass().await else {
                 return;
             };
@@ -77,6 +98,9 @@ pub(super) async fn replicate_settlements(
 pub(super) enum SettleMsg {
     /// Replicate this settlement.
     Settle(MessageId, SettleKind),
+    /// Dead-letter this message (it left the leader's dispatcher): it
+    /// moves to the outbox (`dead_letter_outbox.rs`).
+    DeadLetter(MessageId, DeathReason),
     /// Answer once every settlement before this one is committed.
     Flush(tokio::sync::oneshot::Sender<()>),
     /// Replicate the leader's discard of these messages (`discard.rs`).

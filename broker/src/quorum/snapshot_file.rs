@@ -12,6 +12,9 @@
 //! since the epoch) if the message has one; for a resident
 //! body its length and bytes; for a paged one the location, written out
 //! only when it does not directly follow the previous paged record.
+//! With the dead-letter magic (written only when the queue has a
+//! dead-letter outbox or recent keys), the entries are followed by the
+//! dead-letter state (`dead_letters.rs`) as a u64 LE length and bytes.
 //!
 //! It must not know how the files it names are read, or anything of Raft
 //! beyond carrying the meta.
@@ -21,6 +24,7 @@ use std::io::{self, Write};
 use bytes::Bytes;
 use openraft::{BasicNode, SnapshotMeta};
 
+use super::dead_letters::DeadLetters;
 use super::index::{MessageIndex, Placement, Slot};
 use crate::net::NodeId;
 use crate::paging::Location;
@@ -32,6 +36,10 @@ const MAGIC: &[u8; 8] = b"RAMQPQ02";
 /// written only when a message has one, so a file without any reads in
 /// a version that knows only `MAGIC`.
 const MAGIC_EXPIRING: &[u8; 8] = b"RAMQPQ03";
+/// The expiring layout followed by the dead-letter section; written only
+/// when there is dead-letter state, so other files read in versions that
+/// know only the two above.
+const MAGIC_DEAD_LETTERS: &[u8; 8] = b"RAMQPQ04";
 
 const RESIDENT: u8 = 1;
 const COUNTED: u8 = 2;
@@ -52,6 +60,8 @@ pub(crate) enum SnapshotFileError {
     Meta(#[from] postcard::Error),
     #[error("snapshot entry {0} is malformed")]
     Entry(u64),
+    #[error("snapshot dead-letter section is malformed")]
+    DeadLetters,
 }
 
 /// What a snapshot file holds.
@@ -108,8 +118,14 @@ pub(crate) fn write(
     };
     section(out, &(meta_bytes.len() as u32).to_le_bytes())?;
     section(out, &meta_bytes)?;
-    let expiring = index.has_expiries();
-    section(out, if expiring { MAGIC_EXPIRING } else { MAGIC })?;
+    let dead_letters = !index.dead_letters().is_empty();
+    let expiring = dead_letters || index.has_expiries();
+    let magic = match (dead_letters, expiring) {
+        (true, _) => MAGIC_DEAD_LETTERS,
+        (false, true) => MAGIC_EXPIRING,
+        (false, false) => MAGIC,
+    };
+    section(out, magic)?;
     section(out, &generation.to_le_bytes())?;
     section(out, &(index.len() as u64).to_le_bytes())?;
     let mut previous_id = 0u64;
@@ -165,6 +181,11 @@ pub(crate) fn write(
             section(out, &body)?;
         }
     }
+    if dead_letters {
+        let dead = index.dead_letters().encode();
+        section(out, &(dead.len() as u64).to_le_bytes())?;
+        section(out, &dead)?;
+    }
     out.write_all(&crc.to_le_bytes())
 }
 
@@ -190,9 +211,10 @@ pub(crate) fn read(file: &[u8]) -> Result<SnapshotFile, SnapshotFileError> {
     if body.len() < MAGIC.len() + 16 {
         return Err(SnapshotFileError::Truncated);
     }
-    let expiring = match &body[..8] {
-        m if m == MAGIC => false,
-        m if m == MAGIC_EXPIRING => true,
+    let (expiring, dead_letters) = match &body[..8] {
+        m if m == MAGIC => (false, false),
+        m if m == MAGIC_EXPIRING => (true, false),
+        m if m == MAGIC_DEAD_LETTERS => (true, true),
         _ => return Err(SnapshotFileError::Magic),
     };
     let u64_at = |at: usize| {
@@ -289,6 +311,25 @@ pub(crate) fn read(file: &[u8]) -> Result<SnapshotFile, SnapshotFileError> {
         index.push(slot, None);
         index.set_expiry(id, expires_at);
     }
+    if dead_letters {
+        let len = body
+            .get(at..at.saturating_add(8))
+            .map(|b| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_le_bytes(a)
+            })
+            .ok_or(SnapshotFileError::Truncated)?;
+        at += 8;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| at.checked_add(len))
+            .filter(|end| *end <= body.len())
+            .ok_or(SnapshotFileError::Truncated)?;
+        *index.dead_letters_mut() =
+            DeadLetters::decode(&body[at..end]).ok_or(SnapshotFileError::DeadLetters)?;
+        at = end;
+    }
     if at != body.len() {
         return Err(SnapshotFileError::Truncated);
     }
@@ -356,6 +397,38 @@ mod tests {
         assert_eq!(read_back.index.bytes(), index.bytes());
         // Sequential locations cost a few bytes per message.
         assert!(file.len() < 200, "{}", file.len());
+    }
+
+    #[test]
+    fn the_dead_letter_state_round_trips_and_only_then_changes_the_version() {
+        let mut index = MessageIndex::default();
+        let slot = Slot {
+            id: 7 << 16,
+            location: location(0, 0, 0, 5),
+            delivery_count: 0,
+            placement: Placement::Paged,
+        };
+        index.push(slot, None);
+        let mut plain = Vec::new();
+        write(&mut plain, &Meta::default(), 1, &index).unwrap();
+        assert!(plain.windows(8).any(|w| w == MAGIC), "none: version 2");
+        index.dead_letters_mut().add(
+            7 << 16,
+            crate::quorum::dead_letters::Outgoing {
+                reason: crate::queue::dead_letter::DeathReason::DeliveryLimit,
+                key: 99,
+            },
+        );
+        index.dead_letters_mut().first_time(12345);
+        let mut file = Vec::new();
+        write(&mut file, &Meta::default(), 1, &index).unwrap();
+        assert!(file.windows(8).any(|w| w == MAGIC_DEAD_LETTERS));
+        let read_back = read(&file).unwrap();
+        assert_eq!(read_back.index.dead_letters(), index.dead_letters());
+        assert!(read_back.index.dead_letters().in_outbox(7 << 16));
+        for len in 0..file.len() {
+            assert!(read(&file[..len]).is_err());
+        }
     }
 
     #[test]

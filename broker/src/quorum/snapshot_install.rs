@@ -113,7 +113,7 @@ fn build(
         },
     );
     match read {
-        Ok(Ok(_)) => {}
+        Ok(Ok((_, dead))) => *index.dead_letters_mut() = dead,
         Ok(Err(e)) => return Err(io_error(e)),
         Err(e) => {
             drop(store);

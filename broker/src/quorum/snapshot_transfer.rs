@@ -7,12 +7,16 @@
 //! Layout: magic, count u64 LE, then per message id u64 LE,
 //! delivery-count u32 LE, (with the second magic only) its expiry u64 LE,
 //! length u32 LE and the bytes; a CRC32C of everything before it last. The follower checks the CRC at the end and
-//! only then swaps the result in.
+//! only then swaps the result in. With the dead-letter magic (only when
+//! the queue has dead-letter state) the expiring layout is followed, before
+//! the CRC, by the dead-letter state (`dead_letters.rs`) as a u64 LE
+//! length and bytes.
 //!
 //! It must not know about openraft's chunking (the caller streams the file).
 
 use std::io::{self, Read, Write};
 
+use super::dead_letters::DeadLetters;
 use super::index::{MessageIndex, Placement};
 use crate::paging::StoreReader;
 
@@ -20,6 +24,11 @@ const MAGIC: &[u8; 8] = b"RAMQPT01";
 /// The same with each message's expiry (ms since the epoch, 0: never);
 /// used only when a message has one.
 const MAGIC_EXPIRING: &[u8; 8] = b"RAMQPT02";
+/// The expiring layout plus the dead-letter section.
+const MAGIC_DEAD_LETTERS: &[u8; 8] = b"RAMQPT03";
+/// The dead-letter section is refused past this (the recent keys take
+/// 1 MiB; the rest is 25 bytes per message in the outbox).
+const DEAD_LETTERS_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Why a transfer could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +50,8 @@ pub(crate) enum TransferError {
     TooLarge(u32),
     #[error("snapshot transfer ids out of order at {0}")]
     Order(u64),
+    #[error("snapshot transfer dead-letter section is malformed or too large")]
+    DeadLetters,
 }
 
 struct CrcWriter<'a, W: Write> {
@@ -63,8 +74,14 @@ pub(crate) fn write(
     reader: &StoreReader,
 ) -> Result<(), TransferError> {
     let mut w = CrcWriter { out, crc: 0 };
-    let expiring = index.has_expiries();
-    w.put(if expiring { MAGIC_EXPIRING } else { MAGIC })?;
+    let dead_letters = !index.dead_letters().is_empty();
+    let expiring = dead_letters || index.has_expiries();
+    let magic = match (dead_letters, expiring) {
+        (true, _) => MAGIC_DEAD_LETTERS,
+        (false, true) => MAGIC_EXPIRING,
+        (false, false) => MAGIC,
+    };
+    w.put(magic)?;
     w.put(&(index.len() as u64).to_le_bytes())?;
     for slot in index.iter() {
         let body =
@@ -88,6 +105,11 @@ pub(crate) fn write(
         }
         w.put(&(body.len() as u32).to_le_bytes())?;
         w.put(&body)?;
+    }
+    if dead_letters {
+        let dead = index.dead_letters().encode();
+        w.put(&(dead.len() as u64).to_le_bytes())?;
+        w.put(&dead)?;
     }
     let crc = w.crc;
     w.out.write_all(&crc.to_le_bytes())?;
@@ -127,13 +149,14 @@ pub(crate) fn read<E>(
     input: impl Read,
     max_body_bytes: u32,
     mut each: impl FnMut(u64, u32, u64, &[u8]) -> Result<(), E>,
-) -> Result<Result<u64, E>, TransferError> {
+) -> Result<Result<(u64, DeadLetters), E>, TransferError> {
     let mut r = CrcReader { input, crc: 0 };
     let mut magic = [0u8; 8];
     r.take(&mut magic)?;
-    let expiring = match &magic {
-        m if m == MAGIC => false,
-        m if m == MAGIC_EXPIRING => true,
+    let (expiring, dead_letters) = match &magic {
+        m if m == MAGIC => (false, false),
+        m if m == MAGIC_EXPIRING => (true, false),
+        m if m == MAGIC_DEAD_LETTERS => (true, true),
         _ => return Err(TransferError::Magic),
     };
     let count = r.u64()?;
@@ -157,11 +180,21 @@ pub(crate) fn read<E>(
             return Ok(Err(e));
         }
     }
+    let mut dead = DeadLetters::default();
+    if dead_letters {
+        let len = r.u64()?;
+        if len > DEAD_LETTERS_MAX_BYTES {
+            return Err(TransferError::DeadLetters);
+        }
+        body.resize(len as usize, 0);
+        r.take(&mut body)?;
+        dead = DeadLetters::decode(&body).ok_or(TransferError::DeadLetters)?;
+    }
     let crc = r.crc;
     let mut stored = [0u8; 4];
     r.input.read_exact(&mut stored)?;
     if u32::from_le_bytes(stored) != crc {
         return Err(TransferError::Checksum);
     }
-    Ok(Ok(count))
+    Ok(Ok((count, dead)))
 }

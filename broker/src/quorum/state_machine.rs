@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -38,6 +38,7 @@ use crate::latency::LatencyHistogram;
 use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
 use crate::net::NodeId;
 use crate::paging::{SegmentStore, StoreOptions};
+use crate::queue::dead_letter::SharedRouter;
 use crate::queue::dispatch::Dispatcher;
 use crate::queue::ConsumerId;
 use crate::raft::SnapshotCover;
@@ -139,6 +140,10 @@ pub(crate) struct Shared {
     /// the leader applied past its drop-head limit, so the head goes at
     /// once rather than at the next tick.
     pub(crate) sweep_soon: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
+    /// Wakes the dead-letter sender (`dead_letter_outbox.rs`).
+    pub(crate) dead_letter_wake: tokio::sync::Notify,
+    /// Publishes dead-lettered copies; the node's, set once `node/` made it.
+    pub(crate) dead_letter_router: Arc<OnceLock<SharedRouter>>,
 }
 
 impl Shared {
@@ -158,6 +163,8 @@ impl Shared {
             leader_changes: AtomicU64::new(0),
             commit_latency,
             sweep_soon: std::sync::OnceLock::new(),
+            dead_letter_wake: tokio::sync::Notify::new(),
+            dead_letter_router: Arc::default(),
         }
     }
 
@@ -444,6 +451,18 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                     log_bytes += 8 * ids.len() as u64;
                     inner
                         .discard(&shared.limits, &ids, reason)
+                        .map_err(apply_error)?;
+                }
+                EntryPayload::Normal(Command::DeadLetter { ids, salt }) => {
+                    log_bytes += 9 * ids.len() as u64;
+                    if inner.dead_letter(&ids, salt) {
+                        shared.dead_letter_wake.notify_one();
+                    }
+                }
+                EntryPayload::Normal(Command::DeadLettered { ids }) => {
+                    log_bytes += 8 * ids.len() as u64;
+                    inner
+                        .dead_lettered(&shared.limits, &ids)
                         .map_err(apply_error)?;
                 }
                 EntryPayload::Normal(Command::Purge { upto, except }) => {

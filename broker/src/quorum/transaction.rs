@@ -37,8 +37,10 @@ impl QuorumQueue {
             .settles
             .iter()
             .filter_map(|&(consumer, message, outcome)| {
+                // A rejection or the delivery limit inside a transaction
+                // removes the message (it is not dead-lettered).
                 self.settle_here(consumer, message, outcome)
-                    .map(|kind| (message, kind))
+                    .map(|(kind, _)| (message, kind))
             })
             .collect();
         // Expiries are the leader's, stamped now (`queue/expiry.rs`).

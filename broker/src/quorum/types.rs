@@ -87,6 +87,23 @@ pub enum Command {
         /// The i-th message's expiry, ms since the epoch (0: never).
         expires_at: Vec<u64>,
     },
+    /// The leader dead-lettered these messages (a rejection, the delivery
+    /// limit, expiry, drop-head): each moves to the outbox (`dead_letters.rs`), is never
+    /// delivered again, and is sent to the dead-letter address with the
+    /// key `(salt, id)` until `DeadLettered` removes it.
+    DeadLetter {
+        /// Message ids and why each was dead-lettered.
+        ids: Vec<(u64, DeathReason)>,
+        /// Random, chosen by the leader: makes the keys unique and
+        /// unguessable.
+        salt: u64,
+    },
+    /// The dead-letter queue committed the copies of these outbox
+    /// messages: they leave the queue.
+    DeadLettered {
+        /// Message ids.
+        ids: Vec<u64>,
+    },
 }
 
 /// The state machine's answer to a command (the message id of an enqueue
@@ -172,5 +189,11 @@ mod tests {
         assert_eq!(reason_byte(DeathReason::Expired), 1);
         assert_eq!(reason_byte(DeathReason::Maxlen), 2);
         assert_eq!(reason_byte(DeathReason::DeliveryLimit), 3);
+        let dead_letter = Command::DeadLetter {
+            ids: vec![],
+            salt: 0,
+        };
+        assert_eq!(first_byte(&dead_letter), 7);
+        assert_eq!(first_byte(&Command::DeadLettered { ids: vec![] }), 8);
     }
 }
