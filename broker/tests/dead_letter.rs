@@ -6,7 +6,9 @@
 //! often as the limit, or abandoned by consumers that went away without
 //! settling it, arrives with reason delivery_limit; without a dead-letter
 //! address it is dropped. On a transient and on a quorum queue (the
-//! quorum dead-letter path is the Raft outbox, `quorum/dead_letter.rs`).
+//! quorum dead-letter path is the Raft outbox, `quorum/dead_letter_outbox.rs`),
+//! from one kind into the other, and a quorum queue's expired and
+//! dropped-head messages.
 
 mod common;
 
@@ -37,6 +39,8 @@ async fn broker() -> Broker {
             policy("/queues/drop-*", None, Some(1)),
             policy("/quorum/src-*", Some("/quorum/dlq"), Some(2)),
             policy("/quorum/drop-*", None, Some(1)),
+            policy("/queues/t2q-*", Some("/quorum/dlq-cross"), None),
+            policy("/quorum/q2t-*", Some("/queues/dlq-cross"), None),
             PolicyConfig {
                 message_ttl_ms: Some(50),
                 ..policy("/quorum/ttl-*", Some("/quorum/dlq-limits"), None)
@@ -264,5 +268,29 @@ async fn quorum_queue_dead_letters_expired_and_dropped_head() {
     assert_eq!(body_text(d.message()).as_deref(), Some("newest"));
     step("accept", rx.accept(&d)).await.expect("accept");
     step("close", connection.close()).await.expect("close");
+    stop(broker).await;
+}
+
+/// Across kinds: a transient queue dead-letters into a quorum queue
+/// (through its proposer), a quorum queue into a transient one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_cross_queue_kinds() {
+    let broker = broker().await;
+    let mut connection = connect(&broker, "dl-cross").await;
+    let mut session = begin_session(&mut connection).await;
+    for (src, dlq_address) in [
+        ("/queues/t2q-a", "/quorum/dlq-cross"),
+        ("/quorum/q2t-a", "/queues/dlq-cross"),
+    ] {
+        let mut dlq = receiver(&mut session, &format!("dlq-{src}"), dlq_address).await;
+        let mut tx = sender(&mut session, src).await;
+        send_text(&mut tx, "crossing").await;
+        let mut rx = receiver(&mut session, &format!("rx-{src}"), src).await;
+        let d = recv(&mut rx).await;
+        step("reject", rx.reject(&d, None)).await.expect("reject");
+        expect_dead_letter(&mut dlq, "crossing", src, "rejected").await;
+    }
+    // Links of the loop were dropped without a detach: close bounded.
+    let _ = tokio::time::timeout(Duration::from_secs(5), connection.close()).await;
     stop(broker).await;
 }
