@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what the test command needs beyond the
-# Rust toolchain: python3-qpid-proton, python3-pytest and python3-yaml (the
-# interop and nemesis suites), chromium (the status page's test), strace, e2fsprogs and mount (the disk-fault tests),
+# Rust toolchain: python3-qpid-proton, python3-pytest, python3-pytest-xdist
+# and python3-yaml (the interop and nemesis suites), chromium (the status page's test), strace, e2fsprogs and mount (the disk-fault tests),
 # iproute2, nftables and faketime (the nemesis's partitions and clocks).
 # Does nothing when all are there. Needs root or sudo to install; without
 # them it says what to install and fails if the Python packages are
@@ -33,6 +33,9 @@ fi
 # The deploy-asset checks (tests/interop/test_deploy_assets.py) parse the
 # compose and Kubernetes YAML.
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || required+=(python3-yaml)
+# The interop suite runs its files on two workers (pytest-xdist), to keep
+# the whole test command inside CI's 30 minutes on 2 cores.
+/usr/bin/python3 -c 'import xdist' 2>/dev/null || required+=(python3-pytest-xdist)
 # The TLS tests (tests/interop/test_tls.py) make their certificates with
 # the openssl command.
 command -v openssl >/dev/null 2>&1 || required+=(openssl)
@@ -50,7 +53,7 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || fault_tools+=(nftabl
 [[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ]] || fault_tools+=(faketime)
 packages=("${required[@]}" "${fault_tools[@]}")
 if [[ ${#packages[@]} -eq 0 ]]; then
-    echo "==> python3-qpid-proton, python3-pytest, python3-yaml, openssl, chromium, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
+    echo "==> python3-qpid-proton, python3-pytest, python3-pytest-xdist, python3-yaml, openssl, chromium, strace, e2fsprogs, mount, iproute2, nftables and faketime already installed"
 elif [[ ${#required[@]} -eq 0 ]] && [[ "$(id -u)" -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
     # Only the fault tests' tools are missing and they could not run here
     # anyway (they need root): they skip and say so.

@@ -6,7 +6,9 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::codec::dead_letter::{dead_letter_key, record_death, Death, DeathReason};
 use crate::codec::frame::{decode_frame, encode_amqp_frame};
+use crate::codec::Descriptor;
 use crate::codec::{
     CodecError, DeliveryState, Error, Frame, FrameBody, Header, MessageView, Performative,
     SaslFrame, Source, Target, Value,
@@ -192,4 +194,90 @@ pub fn segment_record(data: &[u8]) {
             Err(_) => return,
         }
     }
+}
+
+/// A received message dead-lettered (`codec/dead_letter.rs`): the first
+/// byte picks the reason and whether a key is carried, the rest is the
+/// message as a client sent it. Reading the key never panics; a message
+/// that scans gets a copy that scans too, carries the key asked for (and
+/// only that), keeps the bare message's bytes at its end, and can die again.
+pub fn dead_letter(data: &[u8]) {
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let message = Bytes::copy_from_slice(rest);
+    let _ = dead_letter_key(&message);
+    let reason = [
+        DeathReason::Rejected,
+        DeathReason::Expired,
+        DeathReason::Maxlen,
+        DeathReason::DeliveryLimit,
+    ][usize::from(pick & 3)];
+    let key = (pick & 4 != 0).then_some(u128::from(pick) << 64 | 7);
+    let death = Death {
+        queue: "/quorum/source",
+        reason,
+        time_ms: 1_700_000_000_000,
+        target: "/quorum/dlq",
+        key,
+    };
+    let Ok(copy) = record_death(&message, &death) else {
+        return;
+    };
+    let scanned = MessageView::scan(&copy.bytes).expect("a dead-lettered copy scans");
+    assert!(scanned.n_sections >= 1);
+    assert_eq!(
+        dead_letter_key(&copy.bytes),
+        key,
+        "the copy carries the key asked for"
+    );
+    let again = record_death(&copy.bytes, &death).expect("a dead-lettered copy can die again");
+    MessageView::scan(&again.bytes).expect("dying twice still scans");
+}
+
+/// Seeds of [`dead_letter`]: a message with header, message-annotations,
+/// properties and a body, and its copy after one death, under each pick.
+pub(super) fn dead_letter_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let section = |out: &mut BytesMut, code: u64, value: Value| {
+        Value::Described(Box::new((Descriptor::Code(code), value))).encode(out);
+    };
+    let mut out = BytesMut::new();
+    Header {
+        durable: true,
+        priority: 4,
+        ttl: Some(60_000),
+        first_acquirer: false,
+        delivery_count: 2,
+    }
+    .encode(&mut out);
+    section(
+        &mut out,
+        0x72,
+        Value::Map(vec![(
+            Value::Symbol("x-app".into()),
+            Value::String("kept".into()),
+        )]),
+    );
+    section(
+        &mut out,
+        0x73,
+        Value::List(vec![Value::String("id-1".into())]),
+    );
+    section(&mut out, 0x75, Value::Binary(Bytes::from_static(b"body")));
+    let message = out.freeze();
+    let death = Death {
+        queue: "/queues/source",
+        reason: DeathReason::Rejected,
+        time_ms: 1_700_000_000_000,
+        target: "/quorum/dlq",
+        key: Some(42),
+    };
+    let mut seeds = Vec::new();
+    if let Ok(once) = record_death(&message, &death) {
+        seeds.push(("dead_letter", [&[6u8][..], &once.bytes].concat()));
+    }
+    for pick in [0u8, 1, 2, 7] {
+        seeds.push(("dead_letter", [&[pick][..], &message].concat()));
+    }
+    seeds
 }

@@ -18,7 +18,9 @@ use openraft::{Entry, LogId, Vote};
 use store_redb::fuzz_checks::{frame, record};
 use store_redb::{MetaKind, RecordKey};
 
-pub use codec::{frame_decoder, message_scan, performative_decoder, segment_record, value_decoder};
+pub use codec::{
+    dead_letter, frame_decoder, message_scan, performative_decoder, segment_record, value_decoder,
+};
 pub use seeds::seeds;
 
 use crate::admin::{decode_response, AdminRequest};
@@ -47,6 +49,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("store_record", store_record),
     ("ws_frames", ws_frames),
     ("selector_parser", selector_parser),
+    ("dead_letter", dead_letter),
 ];
 
 /// A JMS selector (`queue/filter/`): parsed and evaluated, or refused.

@@ -77,6 +77,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     seeds.extend(crate::forward::fuzz_checks::seeds());
     seeds.extend(crate::ws::fuzz_seeds());
     seeds.extend(crate::queue::filter::fuzz_check::seeds());
+    seeds.extend(super::codec::dead_letter_seeds());
     let vote = Vote::new_committed(2, 1);
     let snapshot_meta = SnapshotMeta {
         last_log_id: Some(log_id(2, 7)),
