@@ -38,7 +38,8 @@ usage: bench-compare/permsg.sh [--n1 N] [--n2 N] [--payload BYTES] [--out DIR]
   --out DIR      results folder (default docs/benchmarks/results/<UTC date-time>)
   --no-build     use the binaries already in $CARGO_TARGET_DIR/release
 Environment: CARGO_TARGET_DIR (build dir), VALGRIND (default /usr/bin/valgrind),
-PERMSG_TIMEOUT_MS (the latency bin's limit on every single wait, default 60000).
+PERMSG_TIMEOUT_MS (the latency bin's limit on every single wait, default 60000),
+PERMSG_KEEP_PROFILES=1 (keep the callgrind and dhat outputs under permsg-work/).
 EOF
 }
 
@@ -93,7 +94,7 @@ if [ ! -x "$VALGRIND" ]; then
 fi
 if [ "$BUILD" = 1 ]; then
     log "building (release) into $TARGET"
-    cargo build --release -p ramqp-brokerd -p ramqp-bench-compare --bin latency
+    cargo build --release -p ramqp-brokerd -p ramqp-bench-compare --bin ramqp-brokerd --bin latency
 fi
 
 # The source tree the binaries were built from (taken before the runs).
@@ -291,8 +292,11 @@ cat >"$OUT/permsg.json" <<EOF
 }
 EOF
 cp "$WORK/table.md" "$OUT/permsg.md"
-# Keep the small logs; drop the large profiles and data dirs.
-rm -f "$WORK"/*.callgrind.out "$WORK"/*.dhat.json
+# Keep the small logs; drop the large profiles (unless PERMSG_KEEP_PROFILES=1,
+# for callgrind_annotate and the dhat json) and the data dirs.
+if [ "${PERMSG_KEEP_PROFILES:-0}" != 1 ]; then
+    rm -f "$WORK"/*.callgrind.out "$WORK"/*.dhat.json
+fi
 rm -rf "$WORK"/*.data
 log "wrote $OUT/permsg.json"
 dirty_note=

@@ -9,6 +9,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use super::error::CodecError;
 use super::performative::Performative;
 use super::sasl::SaslFrame;
+use super::transfer_head::TransferHead;
 
 /// Size of the fixed frame header (size, doff, type, channel).
 pub const FRAME_HEADER_BYTES: usize = 8;
@@ -177,6 +178,30 @@ pub fn encode_amqp_frame(
 /// (header + performative, not the payload). Lets the engine split a
 /// message into frames no larger than the peer's max-frame-size.
 pub fn amqp_frame_overhead(performative: &Performative) -> usize {
+    overhead_of(|out| performative.encode(out))
+}
+
+/// [`encode_amqp_frame`] for a delivery's transfer given as a
+/// [`TransferHead`] (same bytes as the equivalent `Transfer`).
+pub fn encode_transfer_frame(
+    out: &mut BytesMut,
+    channel: u16,
+    head: &TransferHead<'_>,
+    payload_len: usize,
+) {
+    let start = begin_frame(out, FRAME_TYPE_AMQP, channel);
+    head.encode(out);
+    finish_frame(out, start, payload_len);
+}
+
+/// [`amqp_frame_overhead`] of a [`TransferHead`]: what
+/// [`encode_transfer_frame`] writes before the payload.
+pub fn transfer_frame_overhead(head: &TransferHead<'_>) -> usize {
+    overhead_of(|out| head.encode(out))
+}
+
+/// Frame header plus what `encode` writes.
+fn overhead_of(encode: impl FnOnce(&mut BytesMut)) -> usize {
     thread_local! {
         // Reused so that asking costs one encode into warm memory, no
         // allocation; performatives are small.
@@ -185,7 +210,7 @@ pub fn amqp_frame_overhead(performative: &Performative) -> usize {
     SCRATCH.with(|scratch| {
         let mut scratch = scratch.borrow_mut();
         scratch.clear();
-        performative.encode(&mut scratch);
+        encode(&mut scratch);
         FRAME_HEADER_BYTES + scratch.len()
     })
 }

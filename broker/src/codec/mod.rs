@@ -19,6 +19,7 @@ pub mod performative;
 pub mod sasl;
 pub mod sections;
 pub mod transaction;
+pub mod transfer_head;
 pub mod value;
 
 pub use definitions::{
@@ -32,4 +33,5 @@ pub use performative::{
 };
 pub use sasl::{SaslCode, SaslFrame, SaslInit, SaslMechanisms, SaslOutcome};
 pub use transaction::Control;
+pub use transfer_head::TransferHead;
 pub use value::{Array, Descriptor, Fields, Symbol, Value};

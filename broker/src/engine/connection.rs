@@ -267,7 +267,19 @@ impl Connection {
         let mut last_read = Instant::now();
         let mut last_write = Instant::now();
         let max_frame = limits.max_frame_size_bytes;
+        // Created once, not per pass of the loop: a fresh `changed()` or
+        // `notified()` future each pass would register with (and on drop
+        // unregister from) its notifier, a lock each way, on every wake.
         let close_requested = self.registration.close_requested();
+        let mut shutdown = self.shutdown.clone();
+        let stop = async move {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => ConnectionError::Shutdown,
+                () = close_requested.notified() => ConnectionError::ClosedByOperator,
+            }
+        };
+        tokio::pin!(stop);
         loop {
             // Frames may already be buffered: pipelined behind `open`, or
             // several in one read.
@@ -320,8 +332,7 @@ impl Connection {
             }
             tokio::select! {
                 biased;
-                _ = self.shutdown.changed() => return Err(ConnectionError::Shutdown),
-                () = close_requested.notified() => return Err(ConnectionError::ClosedByOperator),
+                error = &mut stop => return Err(error),
                 read = self.stream.read_buf(&mut self.buf) => {
                     if read? == 0 {
                         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());

@@ -173,13 +173,16 @@ impl State {
             None if disposition.settled => Outcome::Released,
             None => return Ok(()),
         };
-        for (_, unsettled) in session.unsettled.remove_range(first, last) {
-            if let Some(Link::Consumer(consumer)) = session.links.get(&unsettled.handle) {
-                consumer
-                    .queue
-                    .settle(unsettled.consumer, unsettled.message, outcome);
-            }
-        }
+        let links = &session.links;
+        session
+            .unsettled
+            .remove_range_each(first, last, |_, unsettled| {
+                if let Some(Link::Consumer(consumer)) = links.get(&unsettled.handle) {
+                    consumer
+                        .queue
+                        .settle(unsettled.consumer, unsettled.message, outcome);
+                }
+            });
         if !disposition.settled {
             // rcv-settle-mode second: the peer waits for us to settle.
             out.frame(
@@ -249,7 +252,7 @@ fn send_held(session: &mut Session, link: LinkRef, max_frame: usize, out: &mut O
         session.pending.push_back(OutgoingTransfer {
             handle: link.handle,
             delivery_id,
-            delivery_tag: Bytes::copy_from_slice(&delivery.id.to_be_bytes()),
+            delivery_tag: delivery.id.to_be_bytes(),
             settled,
             parts: delivery_parts(&delivery),
             sent: 0,

@@ -57,7 +57,11 @@ impl PublisherLink {
 pub(crate) struct PartialDelivery {
     pub(crate) delivery_id: u32,
     pub(crate) settled: bool,
-    pub(crate) chunks: Vec<Bytes>,
+    /// The first non-empty frame payload: nearly every message is one
+    /// frame, and holding it here (not in a Vec) costs no allocation.
+    pub(crate) first: Bytes,
+    /// The payloads of later frames (multi-frame messages only).
+    pub(crate) rest: Vec<Bytes>,
     pub(crate) len: usize,
     /// The transaction the delivery is posted in (its transfer's
     /// transactional-state), if any.
@@ -65,14 +69,36 @@ pub(crate) struct PartialDelivery {
 }
 
 impl PartialDelivery {
+    /// A delivery with no payload received yet.
+    pub(crate) fn new(delivery_id: u32) -> PartialDelivery {
+        PartialDelivery {
+            delivery_id,
+            settled: false,
+            first: Bytes::new(),
+            rest: Vec::new(),
+            len: 0,
+            txn_id: None,
+        }
+    }
+
+    /// Add one frame's (non-empty) payload.
+    pub(crate) fn push(&mut self, payload: Bytes) {
+        if self.first.is_empty() {
+            self.first = payload;
+        } else {
+            self.rest.push(payload);
+        }
+    }
+
     /// The whole message: the single chunk as is, or the chunks joined
     /// (one copy, only for multi-frame messages).
     pub(crate) fn into_bytes(self) -> Bytes {
-        if self.chunks.len() == 1 {
-            return self.chunks.into_iter().next().unwrap_or_default();
+        if self.rest.is_empty() {
+            return self.first;
         }
         let mut joined = BytesMut::with_capacity(self.len);
-        for chunk in &self.chunks {
+        joined.extend_from_slice(&self.first);
+        for chunk in &self.rest {
             joined.extend_from_slice(chunk);
         }
         joined.freeze()

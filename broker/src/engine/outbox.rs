@@ -11,8 +11,10 @@ use tokio::io::AsyncWriteExt;
 
 use super::transport::ByteStream;
 
-use crate::codec::frame::{encode_amqp_frame, encode_empty_frame, encode_sasl_frame};
-use crate::codec::{Performative, SaslFrame};
+use crate::codec::frame::{
+    encode_amqp_frame, encode_empty_frame, encode_sasl_frame, encode_transfer_frame,
+};
+use crate::codec::{Performative, SaslFrame, TransferHead};
 
 /// Payloads up to this size are copied into the frame buffer: cheaper than
 /// an extra iovec entry.
@@ -43,16 +45,17 @@ impl Outbox {
         encode_amqp_frame(&mut self.buf, channel, performative, 0);
     }
 
-    /// A frame whose payload is the concatenation of `payload` slices.
-    pub(crate) fn frame_with_payload(
-        &mut self,
-        channel: u16,
-        performative: &Performative,
-        payload: &[Bytes],
-    ) {
+    /// A delivery's transfer frame (see [`TransferHead`]) with its payload.
+    pub(crate) fn transfer(&mut self, channel: u16, head: &TransferHead<'_>, payload: &[Bytes]) {
         let len = payload.iter().map(Bytes::len).sum();
-        tracing::trace!(channel, ?performative, payload_bytes = len, "sending");
-        encode_amqp_frame(&mut self.buf, channel, performative, len);
+        tracing::trace!(channel, ?head, payload_bytes = len, "sending");
+        encode_transfer_frame(&mut self.buf, channel, head, len);
+        self.payload(payload);
+    }
+
+    /// The payload of the frame just encoded: copied when small, else
+    /// queued as its own chunk.
+    fn payload(&mut self, payload: &[Bytes]) {
         for part in payload {
             if part.len() <= INLINE_PAYLOAD_MAX_BYTES {
                 self.buf.extend_from_slice(part);

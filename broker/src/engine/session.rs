@@ -2,15 +2,20 @@
 //! deliveries we sent that the peer has not settled, and the queue of
 //! outgoing transfer frames waiting for the peer's incoming window.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+// Keyed by channels, handles and tags, looked up for every frame and
+// queue event: a fast hasher (no flooding resistance needed for these
+// small keys, bounded by channel-max and handle-max).
+use foldhash::{HashMap, HashSet};
 
 use bytes::Bytes;
 
 use super::link::Link;
 use super::outbox::Outbox;
 use super::unsettled::UnsettledDeliveries;
-use crate::codec::frame::amqp_frame_overhead;
-use crate::codec::{Flow, Performative, Transfer};
+use crate::codec::frame::transfer_frame_overhead;
+use crate::codec::{Flow, TransferHead};
 
 /// Room we assume a transfer performative needs when deciding whether a
 /// payload surely fits one frame (a transfer with an 8-byte tag encodes in
@@ -21,7 +26,9 @@ const TRANSFER_OVERHEAD_BOUND_BYTES: usize = 128;
 pub(crate) struct OutgoingTransfer {
     pub(crate) handle: u32,
     pub(crate) delivery_id: u32,
-    pub(crate) delivery_tag: Bytes,
+    /// The delivery-tag: the queue's message id, big-endian (held inline,
+    /// so a delivery allocates no tag).
+    pub(crate) delivery_tag: [u8; 8],
     pub(crate) settled: bool,
     /// The message: a rewritten header (or empty) and the rest.
     pub(crate) parts: [Bytes; 2],
@@ -95,9 +102,9 @@ impl Session {
         Session {
             channel,
             handle_max,
-            links: HashMap::new(),
-            detaching: HashSet::new(),
-            answered: HashSet::new(),
+            links: HashMap::default(),
+            detaching: HashSet::default(),
+            answered: HashSet::default(),
             next_incoming_id: 0,
             incoming_window: window,
             incoming_window_max: window,
@@ -160,28 +167,32 @@ impl Session {
                 return;
             };
             let first = transfer.sent == 0;
-            let mut performative = Transfer {
+            let tag = transfer.delivery_tag;
+            let mut head = TransferHead {
                 handle: transfer.handle,
                 delivery_id: Some(transfer.delivery_id),
-                ..Transfer::default()
+                delivery_tag: None,
+                message_format: None,
+                settled: None,
+                more: false,
             };
             if first {
-                performative.delivery_tag = Some(transfer.delivery_tag.clone());
-                performative.message_format = Some(0);
-                performative.settled = Some(transfer.settled);
+                head.delivery_tag = Some(&tag);
+                head.message_format = Some(0);
+                head.settled = Some(transfer.settled);
             }
             let remaining = transfer.remaining();
             let room = if remaining + TRANSFER_OVERHEAD_BOUND_BYTES <= max_frame_size {
                 remaining
             } else {
-                performative.more = true;
-                let overhead = amqp_frame_overhead(&Performative::Transfer(performative.clone()));
+                head.more = true;
+                let overhead = transfer_frame_overhead(&head);
                 max_frame_size.saturating_sub(overhead).max(1)
             };
             let n = room.min(remaining);
-            performative.more = n < remaining;
-            let slices = transfer.take(n);
-            out.frame_with_payload(self.channel, &Performative::Transfer(performative), &slices);
+            head.more = n < remaining;
+            let parts = transfer.take(n);
+            out.transfer(self.channel, &head, &parts);
             self.remote_incoming_window -= 1;
             self.next_outgoing_id = self.next_outgoing_id.wrapping_add(1);
             if transfer.remaining() == 0 {
@@ -200,7 +211,7 @@ mod tests {
         let mut t = OutgoingTransfer {
             handle: 0,
             delivery_id: 0,
-            delivery_tag: Bytes::new(),
+            delivery_tag: [0; 8],
             settled: false,
             parts: [Bytes::from_static(b"abc"), Bytes::from_static(b"defgh")],
             sent: 0,

@@ -4,7 +4,10 @@
 //! owns one `State` and feeds it; handlers write their answers into the
 //! [`Outbox`].
 
-use std::collections::{HashMap, HashSet};
+// Keyed by channels, handles and tags, looked up for every frame and
+// queue event: a fast hasher (no flooding resistance needed for these
+// small keys, bounded by channel-max and handle-max).
+use foldhash::{HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -62,12 +65,12 @@ impl State {
         State {
             context,
             sink,
-            sessions: HashMap::new(),
-            tags: HashMap::new(),
+            sessions: HashMap::default(),
+            tags: HashMap::default(),
             next_tag: 0,
             remote_max_frame_size: remote_max_frame_size as usize,
             channel_max,
-            ending: HashSet::new(),
+            ending: HashSet::default(),
             relay_wait: None,
             permissions,
             transactions: Default::default(),

@@ -198,7 +198,7 @@ fn gather(
         )));
     }
     if !payload.is_empty() {
-        partial.chunks.push(payload);
+        partial.push(payload);
     }
     if transfer.more {
         return Ok(Gathered::Incomplete);
@@ -226,13 +226,7 @@ fn start_delivery(link: &mut PublisherLink, transfer: &Transfer) -> Result<(), C
     };
     link.credit -= 1;
     link.delivery_count = link.delivery_count.wrapping_add(1);
-    link.partial = Some(PartialDelivery {
-        delivery_id,
-        settled: false,
-        chunks: Vec::new(),
-        len: 0,
-        txn_id: None,
-    });
+    link.partial = Some(PartialDelivery::new(delivery_id));
     Ok(())
 }
 

@@ -68,6 +68,20 @@ impl UnsettledDeliveries {
     /// Take every unsettled delivery from `first` to `last` (inclusive,
     /// wrapping), in id order, with its delivery-id.
     pub(crate) fn remove_range(&mut self, first: u32, last: u32) -> Vec<(u32, Unsettled)> {
+        let mut taken = Vec::new();
+        self.remove_range_each(first, last, |id, unsettled| taken.push((id, unsettled)));
+        taken
+    }
+
+    /// [`UnsettledDeliveries::remove_range`] handing each delivery to
+    /// `each` instead of collecting them: the settlement path, which then
+    /// allocates nothing. Returns how many were taken.
+    pub(crate) fn remove_range_each(
+        &mut self,
+        first: u32,
+        last: u32,
+        mut each: impl FnMut(u32, Unsettled),
+    ) -> usize {
         let span = last.wrapping_sub(first);
         let start = match self.entries.front() {
             // The range begins at or before the front (the peer may settle
@@ -77,16 +91,17 @@ impl UnsettledDeliveries {
                 Ok(i) | Err(i) => i,
             },
         };
-        let mut taken = Vec::new();
+        let mut taken = 0;
         for (id, entry) in self.entries.iter_mut().skip(start) {
             if id.wrapping_sub(first) > span {
                 break;
             }
             if let Some(unsettled) = entry.take() {
-                taken.push((*id, unsettled));
+                taken += 1;
+                each(*id, unsettled);
             }
         }
-        self.live -= taken.len();
+        self.live -= taken;
         self.tidy();
         taken
     }
