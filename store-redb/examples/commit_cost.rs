@@ -20,7 +20,11 @@
 //! (a directory on a real disk; default: the system temp dir),
 //! `--committed true` (before each append, `save_committed` the previous
 //! entry, as a Raft leader with one entry in flight does: the committed
-//! log id then rides in the same commit as the append).
+//! log id then rides in the same commit as the append), `--groups G` and
+//! `--preload P` (1 and 0: before measuring, G groups get P entries each,
+//! one commit per group, and the measured appends go to the middle group,
+//! whose rows then sit between other groups' rows as on a node with many
+//! queues: the entries tree is as deep as such a node's).
 
 use std::io::Cursor;
 use std::path::PathBuf;
@@ -37,6 +41,8 @@ struct Args {
     payload_bytes: usize,
     dir: PathBuf,
     committed: bool,
+    groups: u64,
+    preload: u64,
 }
 
 fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
@@ -45,6 +51,8 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         payload_bytes: 300,
         dir: std::env::temp_dir(),
         committed: false,
+        groups: 1,
+        preload: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -54,6 +62,8 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
             "--payload-bytes" => args.payload_bytes = value.parse()?,
             "--dir" => args.dir = value.into(),
             "--committed" => args.committed = value.parse()?,
+            "--groups" => args.groups = value.parse()?,
+            "--preload" => args.preload = value.parse()?,
             _ => return Err(format!("unknown flag {flag}").into()),
         }
     }
@@ -82,23 +92,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir_in(&args.dir)?;
     let path = dir.path().join("commit_cost.redb");
     let store = LogStore::open(&path, LogStoreOptions::default())?;
-    let mut group = store.group::<TypeConfig>(1)?;
     let data = "x".repeat(args.payload_bytes);
+    let entry = |index: u64| Entry::<TypeConfig> {
+        log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
+        payload: EntryPayload::Normal(data.clone()),
+    };
+    let groups = args.groups.max(1);
+    runtime.block_on(async {
+        for group_id in 0..groups {
+            if args.preload > 0 {
+                let mut group = store.group::<TypeConfig>(group_id)?;
+                group.blocking_append((0..args.preload).map(entry)).await?;
+            }
+        }
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })?;
+    let mut group = store.group::<TypeConfig>(groups / 2)?;
+    let first = args.preload;
     let size_before = std::fs::metadata(&path)?.len();
     let stats_before = store.stats();
     let io_before = proc_io();
     let started = Instant::now();
     runtime.block_on(async {
-        for index in 0..args.appends {
+        for index in first..first + args.appends {
             if args.committed && index > 0 {
                 let committed = LogId::new(CommittedLeaderId::new(1, 0), index - 1);
                 group.save_committed(Some(committed)).await?;
             }
-            let entry = Entry::<TypeConfig> {
-                log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
-                payload: EntryPayload::Normal(data.clone()),
-            };
-            group.blocking_append([entry]).await?;
+            group.blocking_append([entry(index)]).await?;
         }
         Ok::<_, Box<dyn std::error::Error>>(())
     })?;
@@ -108,8 +129,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size_after = std::fs::metadata(&path)?.len();
     let n = stats.commits.max(1) as f64;
     println!(
-        "appends={} payload={}B committed={} commits={} wall={:.3}s  per commit: mean commit={:.1}us \
+        "groups={} preload={} appends={} payload={}B committed={} commits={} wall={:.3}s  per commit: mean commit={:.1}us \
          write_bytes={:.0} wchar={:.0} file growth={:.0}B (file {} -> {} B)",
+        groups,
+        args.preload,
         args.appends,
         args.payload_bytes,
         args.committed,

@@ -34,7 +34,7 @@ use serde::Serialize;
 use crate::error::Error;
 use crate::record;
 use crate::store::LogStore;
-use crate::tables::{MetaKind, RecordKey, ENTRIES, META};
+use crate::tables::{MetaKind, RecordKey, COMMITTED_INDEX, ENTRIES, META};
 use crate::tail::Tail;
 
 /// The in-memory state of one group.
@@ -183,12 +183,20 @@ where
         let txn = db.begin_read()?;
         let meta = txn.open_table(META)?;
         let vote = read_meta::<Vote<C::NodeId>>(&meta, group_id, MetaKind::Vote)?;
-        let committed =
-            read_meta::<Option<LogId<C::NodeId>>>(&meta, group_id, MetaKind::Committed)?.flatten();
         let last_purged = read_meta::<LogId<C::NodeId>>(&meta, group_id, MetaKind::LastPurged)?;
         let entries = txn.open_table(ENTRIES)?;
+        let committed = match entries.get((group_id, COMMITTED_INDEX))? {
+            Some(value) => record::decode::<Option<LogId<C::NodeId>>>(
+                RecordKey::Meta {
+                    group_id,
+                    kind: Ok(MetaKind::Committed),
+                },
+                value.value(),
+            )?,
+            None => None,
+        };
         let last_entry = match entries
-            .range((group_id, 0)..=(group_id, u64::MAX))?
+            .range((group_id, 0)..(group_id, COMMITTED_INDEX))?
             .next_back()
         {
             Some(row) => {

@@ -18,6 +18,7 @@
 //! impls) → `group` (a group's state and read path) and `tail` (appended,
 //! not yet durable entries) → `writer` (the group-commit thread) →
 //! `record` (CRC framing, postcard) and `tables` (redb tables, keys);
+//! `layout` (the file's layout version, older layouts converted at open);
 //! `compact` (when and how the file gives back its free space); `error`,
 //! `stats`; `fuzz_checks` (the fuzz targets' record check); `lossy_file`
 //! (feature `test-backends`: a backend that loses unsynced writes at a
@@ -33,6 +34,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzz_checks;
 mod group;
+mod layout;
 #[cfg(any(test, feature = "test-backends"))]
 pub mod lossy_file;
 mod purge_backlog;

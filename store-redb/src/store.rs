@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, Weak};
 use std::thread::JoinHandle;
 
 use openraft::RaftTypeConfig;
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableDatabase};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -27,9 +27,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::compact::SharedDb;
 use crate::error::Error;
 use crate::group::{ErasedGroup, GroupLogStore, GroupShared};
+use crate::layout::init_tables;
 use crate::record;
 use crate::stats::{BatchStats, BatchStatsSnapshot};
-use crate::tables::{RecordKey, ENTRIES, FORMAT, FORMAT_KEY, FORMAT_VERSION, META};
+use crate::tables::{MetaKind, RecordKey, COMMITTED_INDEX, ENTRIES, META};
 use crate::writer::{Completion, WriteOp, WriteRequest, Writer, TICK};
 
 /// Tuning of a [`LogStore`].
@@ -313,8 +314,17 @@ impl LogStore {
         for row in entries.range::<(u64, u64)>(..)? {
             let (key, value) = row?;
             let (group_id, index) = key.value();
-            record::verify(RecordKey::Entry { group_id, index }, value.value())?;
-            report.n_entries += 1;
+            if index == COMMITTED_INDEX {
+                let key = RecordKey::Meta {
+                    group_id,
+                    kind: Ok(MetaKind::Committed),
+                };
+                record::verify(key, value.value())?;
+                report.n_meta += 1;
+            } else {
+                record::verify(RecordKey::Entry { group_id, index }, value.value())?;
+                report.n_entries += 1;
+            }
         }
         let meta = txn.open_table(META)?;
         for row in meta.range::<(u64, u8)>(..)? {
@@ -396,7 +406,6 @@ impl WritePermit<'_> {
     }
 }
 
-/// Creates the tables and checks the format version.
 /// Wakes the writer every [`TICK`] with a [`WriteOp::Tick`] while the
 /// store lives (it holds only a weak sender, so it never keeps the writer
 /// alive), for the idle compaction check.
@@ -417,28 +426,4 @@ fn spawn_ticker(sender: mpsc::WeakSender<WriteRequest>) -> Result<(), Error> {
         })
         .map(|_| ())
         .map_err(Error::WriterSpawn)
-}
-
-fn init_tables(db: &Database) -> Result<(), Error> {
-    let txn = db.begin_write()?;
-    {
-        let mut format = txn.open_table(FORMAT)?;
-        let found = format.get(FORMAT_KEY)?.map(|v| v.value());
-        match found {
-            None => {
-                format.insert(FORMAT_KEY, FORMAT_VERSION)?;
-            }
-            Some(FORMAT_VERSION) => {}
-            Some(found) => {
-                return Err(Error::UnsupportedFormat {
-                    found,
-                    supported: FORMAT_VERSION,
-                })
-            }
-        }
-        txn.open_table(ENTRIES)?;
-        txn.open_table(META)?;
-    }
-    txn.commit()?;
-    Ok(())
 }

@@ -5,13 +5,21 @@
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `raft_entries` | `(group_id: u64, index: u64)` | framed record of one `C::Entry` |
-//! | `raft_meta` | `(group_id: u64, kind: u8)` | framed record of the vote, committed or last-purged log id |
+//! | `raft_entries` | `(group_id: u64, index: u64)` | framed record of one `C::Entry`; at index [`COMMITTED_INDEX`] the group's committed log id |
+//! | `raft_meta` | `(group_id: u64, kind: u8)` | framed record of the vote or last-purged log id |
 //! | `store_format` | `&str` (`"version"`) | `u64` layout version |
 //!
 //! redb orders tuple keys field by field, so one group's entries are one
-//! contiguous key range, in index order. A "framed record" is described in
-//! [`crate::record`].
+//! contiguous key range, in index order, followed by its committed log id.
+//! A "framed record" is described in [`crate::record`].
+//!
+//! Why the committed log id lives among the entries (layout 2): it is
+//! written with nearly every append (a leader's commit index moves with
+//! each entry), and in `raft_meta` it cost every such commit a second
+//! copied-on-write tree (a leaf of `raft_meta`, about 4 KB, and the update
+//! of its root). Keyed right after the group's last entry, it sits in the
+//! leaf the append dirties anyway. Layout 1 files are converted at open
+//! ([`crate::store`]).
 
 use std::fmt;
 
@@ -21,7 +29,9 @@ use redb::TableDefinition;
 pub(crate) const ENTRIES: TableDefinition<'static, (u64, u64), &[u8]> =
     TableDefinition::new("raft_entries");
 
-/// Per-group metadata, keyed by `(group_id, MetaKind as u8)`.
+/// Per-group metadata, keyed by `(group_id, MetaKind as u8)`: the vote and
+/// the last purged log id (the committed log id is in [`ENTRIES`] since
+/// layout 2).
 pub(crate) const META: TableDefinition<'static, (u64, u8), &[u8]> =
     TableDefinition::new("raft_meta");
 
@@ -31,9 +41,21 @@ pub(crate) const FORMAT: TableDefinition<'static, &str, u64> = TableDefinition::
 /// The key of the layout version in [`FORMAT`].
 pub(crate) const FORMAT_KEY: &str = "version";
 
-/// The layout this build reads and writes. Bump it on any change to the
-/// tables or the record framing.
-pub(crate) const FORMAT_VERSION: u64 = 1;
+/// The layout this build writes. Bump it on any change to the tables or the
+/// record framing. 2: the committed log id moved from `raft_meta` into
+/// `raft_entries` at [`COMMITTED_INDEX`].
+pub(crate) const FORMAT_VERSION: u64 = 2;
+
+/// The older layout this build converts at open (the committed log ids
+/// move from `raft_meta` to `raft_entries`, in one transaction).
+pub(crate) const FORMAT_VERSION_CONVERTED: u64 = 1;
+
+/// The index under which a group's committed log id is stored in
+/// [`ENTRIES`]: after every log index, so a group's entries are the key
+/// range `(group_id, 0)..(group_id, COMMITTED_INDEX)` and the committed row
+/// shares the leaf of the group's newest entries. No Raft log reaches this
+/// index.
+pub(crate) const COMMITTED_INDEX: u64 = u64::MAX;
 
 /// What a `raft_meta` row holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -53,7 +53,7 @@ use crate::error::Error;
 use crate::purge_backlog::PurgeBacklog;
 use crate::stats::{BatchStats, CommitTally};
 use crate::store::FailureWatch;
-use crate::tables::{MetaKind, ENTRIES, META};
+use crate::tables::{MetaKind, COMMITTED_INDEX, ENTRIES, META};
 
 /// A commit at least this long is logged as a warning.
 const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_millis(50);
@@ -62,7 +62,8 @@ const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_millis(50);
 pub(crate) enum WriteOp {
     /// Insert entries `(index, framed record)` of one group, after the
     /// group's committed log id record if there is one (the last
-    /// `save_committed` not yet written rides with the next append).
+    /// `save_committed` not yet written rides with the next append, into
+    /// the entries table at `COMMITTED_INDEX`).
     Append {
         group_id: u64,
         records: Vec<(u64, Vec<u8>)>,
@@ -370,10 +371,12 @@ fn apply(
             records,
             committed,
         } => {
+            // In the entries table, right after the group's entries: the
+            // leaf this append dirties anyway (`tables.rs`).
             if let Some(record) = committed {
                 tables
-                    .meta()?
-                    .insert(MetaKind::Committed.key(*group_id), record.as_slice())?;
+                    .entries()?
+                    .insert((*group_id, COMMITTED_INDEX), record.as_slice())?;
                 tally.records += 1;
                 tally.bytes += record.len() as u64;
             }
@@ -399,12 +402,13 @@ fn apply(
         }
         WriteOp::Truncate { group_id, since } => {
             let mut n_deleted = 0u64;
-            tables
-                .entries()?
-                .retain_in((*group_id, *since)..=(*group_id, u64::MAX), |_, _| {
+            tables.entries()?.retain_in(
+                (*group_id, *since)..(*group_id, COMMITTED_INDEX),
+                |_, _| {
                     n_deleted += 1;
                     false
-                })?;
+                },
+            )?;
             tally.records += n_deleted;
         }
         WriteOp::Purge {
@@ -425,12 +429,13 @@ fn apply(
         WriteOp::RemoveGroup { group_id } => {
             backlog.forget(*group_id);
             let mut n_deleted = 0u64;
-            tables
-                .entries()?
-                .retain_in((*group_id, 0)..=(*group_id, u64::MAX), |_, _| {
+            tables.entries()?.retain_in(
+                (*group_id, 0)..=(*group_id, COMMITTED_INDEX),
+                |_, _| {
                     n_deleted += 1;
                     false
-                })?;
+                },
+            )?;
             for kind in MetaKind::ALL {
                 if tables.meta()?.remove(kind.key(*group_id))?.is_some() {
                     n_deleted += 1;
