@@ -85,11 +85,9 @@ impl RoutedQueue {
         }
         // Their late outcomes must not match a new publish: new link.
         if let Some(link) = state.pub_link.take() {
-            self.fwd.forget_link(link);
-            if let Target::Remote(node) = state.target {
-                let _ = self
-                    .fwd
-                    .send_to_server(node, &ToServer::Close { link }, Bytes::new());
+            match state.target {
+                Target::Remote(node) => self.fwd.close_link(node, link),
+                _ => self.fwd.forget_link(link),
             }
         }
         self.wake_publishers(&mut state);
@@ -123,11 +121,9 @@ impl RoutedQueue {
     pub(super) fn retarget(&self, state: &mut State, target: Target) {
         let old = state.target;
         if let Some(link) = state.pub_link.take() {
-            self.fwd.forget_link(link);
-            if let Target::Remote(node) = old {
-                let _ = self
-                    .fwd
-                    .send_to_server(node, &ToServer::Close { link }, Bytes::new());
+            match old {
+                Target::Remote(node) => self.fwd.close_link(node, link),
+                _ => self.fwd.forget_link(link),
             }
         }
         for (_, (_, confirm)) in state.pending.drain() {
@@ -147,12 +143,9 @@ impl RoutedQueue {
                     delivery_count,
                     ..
                 } => {
-                    self.fwd.forget_link(link);
-                    // Best effort: a dead node's links die with it, and a
-                    // live one audits ours.
-                    let _ = self
-                        .fwd
-                        .send_to_server(node, &ToServer::Close { link }, Bytes::new());
+                    // A dead node's links die with it, and a live one
+                    // audits ours.
+                    self.fwd.close_link(node, link);
                     delivery_count
                 }
                 At::Nowhere { delivery_count } => delivery_count,

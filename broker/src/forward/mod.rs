@@ -17,6 +17,7 @@
 mod cut_off;
 mod follow;
 pub(crate) mod fuzz_checks;
+mod links;
 mod protocol;
 mod routed;
 mod routed_txn;
@@ -24,7 +25,6 @@ mod server;
 mod server_txn;
 mod streams;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -69,8 +69,9 @@ pub(crate) struct Forwarder {
     local_queues: OnceLock<Weak<dyn LocalQueues>>,
     /// Link ids: unique per incarnation (seeded from the clock).
     next_link: AtomicU64,
-    /// Origin side: which routed queue owns each link id.
-    links: Mutex<HashMap<u64, Weak<RoutedQueue>>>,
+    /// Origin side: which routed queue owns each link id, and the links
+    /// closed lately (still alive to audits, see `links.rs`).
+    links: Mutex<links::OriginLinks<Weak<RoutedQueue>>>,
     /// Origin side: what each serving node's stream delivered.
     streams: streams::Streams,
     server: Arc<server::Server>,
@@ -94,7 +95,7 @@ impl Forwarder {
             quorum,
             local_queues: OnceLock::new(),
             next_link: AtomicU64::new(seed),
-            links: Mutex::new(HashMap::new()),
+            links: Mutex::new(links::OriginLinks::default()),
             streams: streams::Streams::default(),
         })
     }
@@ -155,11 +156,31 @@ impl Forwarder {
         link
     }
 
+    /// `link` is closed here; the caller sends its `Close` next (or has no
+    /// server to send it to).
     fn forget_link(&self, link: u64) {
         self.links
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&link);
+            .close(link, std::time::Instant::now());
+    }
+
+    /// Close `link`, held at `node`: forget it here, then send its `Close`
+    /// (best effort: if it is lost, the server's audit of this node's links
+    /// closes it). A `Close` the transport refused follows nothing on its
+    /// way, so the link is dead to audits at once: the grace would only keep
+    /// a link the server still holds taking deliveries nobody reads.
+    fn close_link(&self, node: NodeId, link: u64) {
+        self.forget_link(link);
+        if self
+            .send_to_server(node, &ToServer::Close { link }, Bytes::new())
+            .is_err()
+        {
+            self.links
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .dead(link);
+        }
     }
 
     fn send_to_server(
@@ -229,15 +250,13 @@ impl Forwarder {
                 }
             }
             Request::Probe { address, links } => self.server.probe(from, &address, links),
-            Request::Alive { links } => {
-                let known = self.links.lock().unwrap_or_else(|p| p.into_inner());
-                Reply::Dead {
-                    links: links
-                        .into_iter()
-                        .filter(|l| !known.contains_key(l))
-                        .collect(),
-                }
-            }
+            Request::Alive { links } => Reply::Dead {
+                links: self
+                    .links
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .dead_among(links, std::time::Instant::now()),
+            },
         }
     }
 

@@ -564,14 +564,7 @@ impl Queue for RoutedQueue {
                     local.unsubscribe(id);
                 }
             }
-            At::Remote { node, link, .. } => {
-                self.fwd.forget_link(link);
-                // Best effort: if it is lost, the server's audit of this
-                // node's links closes it.
-                let _ = self
-                    .fwd
-                    .send_to_server(node, &ToServer::Close { link }, Bytes::new());
-            }
+            At::Remote { node, link, .. } => self.fwd.close_link(node, link),
             At::Nowhere { .. } => {}
         }
     }

@@ -164,7 +164,7 @@ impl Forwarder {
             .links
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&shipment.message.link())
+            .get(shipment.message.link())
             .and_then(Weak::upgrade);
         // Unknown: a link that moved on; what it carried returns to the
         // queue when the server drops the link.
@@ -180,7 +180,7 @@ impl Forwarder {
             .links
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .values()
+            .owners()
             .filter_map(Weak::upgrade)
             .collect();
         queues.sort_by_key(|q| Arc::as_ptr(q) as usize);
