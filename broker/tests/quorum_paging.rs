@@ -23,6 +23,16 @@ fn paging_config(config: &mut BrokerConfig) {
     config.quorum.log_entries_kept_after_snapshot = 5;
 }
 
+/// [`paging_config`] on a node whose data lives in `dir`.
+fn paged_config_in(dir: &std::path::Path) -> BrokerConfig {
+    let mut config = BrokerConfig {
+        data_dir: Some(dir.to_path_buf()),
+        ..BrokerConfig::default()
+    };
+    paging_config(&mut config);
+    config
+}
+
 fn padded(range: std::ops::Range<usize>) -> Vec<String> {
     range
         .map(|i| format!("message {i:05} {}", "x".repeat(60)))
@@ -45,11 +55,7 @@ async fn wait_for_purge(broker: &Broker, queue: &str, index: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_budget_bodies_are_paged_and_all_come_back_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = BrokerConfig {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..BrokerConfig::default()
-    };
-    paging_config(&mut config);
+    let config = paged_config_in(dir.path());
     let broker = Broker::start(config.clone()).await.unwrap();
     let all = padded(0..600);
     assert_eq!(publish(broker.local_addr(), "deep", &all).await, all);
@@ -76,16 +82,7 @@ async fn past_the_budget_bodies_are_paged_and_all_come_back_after_a_restart() {
     broker.shutdown().await;
 
     // Fully drained: segment files go once nothing in them is live.
-    let broker = Broker::start({
-        let mut config = BrokerConfig {
-            data_dir: Some(dir.path().to_path_buf()),
-            ..BrokerConfig::default()
-        };
-        paging_config(&mut config);
-        config
-    })
-    .await
-    .unwrap();
+    let broker = Broker::start(paged_config_in(dir.path())).await.unwrap();
     assert!(consume(broker.local_addr(), "deep", 10).await.is_empty());
     broker.shutdown().await;
     assert!(
@@ -118,11 +115,7 @@ async fn receive_some(addr: std::net::SocketAddr, queue: &str, quiet: Duration) 
 async fn a_flipped_byte_in_a_segment_is_never_served() {
     trace_from_env();
     let dir = tempfile::tempdir().unwrap();
-    let mut config = BrokerConfig {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..BrokerConfig::default()
-    };
-    paging_config(&mut config);
+    let mut config = paged_config_in(dir.path());
     config.quorum.resident_budget_bytes = 0;
     // A link to a queue nobody serves is refused after this.
     config.quorum.leader_wait_ms = 1_000;
@@ -220,4 +213,45 @@ async fn a_wiped_follower_catches_up_from_a_streamed_snapshot_and_serves() {
     let received = consume(cluster.addr(follower).unwrap(), "wipe", 10_000).await;
     assert_eq!(received, all);
     cluster.shutdown().await;
+}
+
+/// The log tail a restart replays (entries past the last snapshot) pages
+/// its bodies again and then finds them settled. A clean stop snapshots
+/// what it applied, so a drained queue restarts with no tail and keeps no
+/// segment bytes; before, up to `snapshot_min_log_bytes` of bodies (64 MiB
+/// by default) were paged again at every restart and their last, active
+/// segment stayed on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_queue_pages_nothing_again_after_a_clean_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = paged_config_in(dir.path());
+    config.quorum.resident_budget_bytes = 0;
+    // No snapshot on the way: every entry stays in the tail. The segment
+    // is large enough that the store keeps its active segment emptied by
+    // the drain (under a quarter full), as it does for a shallow queue.
+    config.quorum.snapshot_min_log_bytes = 64 * 1024 * 1024;
+    config.quorum.segment_max_bytes = 1024 * 1024;
+    let broker = Broker::start(config.clone()).await.unwrap();
+    let all = padded(0..40);
+    assert_eq!(publish(broker.local_addr(), "tail", &all).await, all);
+    assert!(!segment_files(dir.path()).is_empty(), "bodies were paged");
+    assert_eq!(consume(broker.local_addr(), "tail", 10_000).await, all);
+    broker.shutdown().await;
+
+    let broker = Broker::start(config).await.unwrap();
+    let address = QueueAddress::parse("/quorum/tail").unwrap();
+    let replica = broker.quorum().get(&address).expect("replica here");
+    // Everything in the log is applied (a restart's replay included).
+    eventually(Duration::from_secs(20), "the log applied", || {
+        let status = replica.raft_status();
+        status.leading && status.applied_index == status.last_log_index
+    })
+    .await;
+    assert_eq!(replica.stats().ready, 0);
+    assert!(
+        segment_files(dir.path()).is_empty(),
+        "no body paged again after a clean restart: {:?}",
+        segment_files(dir.path())
+    );
+    broker.shutdown().await;
 }

@@ -85,6 +85,7 @@ impl Inner {
         } else {
             let store = self.store.as_mut().ok_or(ApplyError::NotOpen)?;
             let location = store.append(id, &bytes)?;
+            self.growth.paged();
             let slot = Slot {
                 id,
                 location,

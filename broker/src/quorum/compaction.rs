@@ -22,6 +22,9 @@ pub(crate) struct LogGrowth {
     since_snapshot: u64,
     /// `since_snapshot` when a snapshot was last asked for.
     asked_at: Option<u64>,
+    /// A body applied since the last snapshot went to a segment file: a
+    /// replay of the log from that snapshot would page it again.
+    paged_since_snapshot: bool,
 }
 
 /// Bytes counted for one entry besides its messages (ids, framing), so that
@@ -54,6 +57,17 @@ impl LogGrowth {
     pub(crate) fn snapshotted(&mut self) {
         self.since_snapshot = 0;
         self.asked_at = None;
+        self.paged_since_snapshot = false;
+    }
+
+    /// A body applied now went to a segment file.
+    pub(crate) fn paged(&mut self) {
+        self.paged_since_snapshot = true;
+    }
+
+    /// Whether a body applied since the last snapshot went to a segment.
+    pub(crate) fn paged_since_snapshot(&self) -> bool {
+        self.paged_since_snapshot
     }
 
     /// Bytes applied since the last snapshot.
@@ -94,6 +108,16 @@ mod tests {
         assert_eq!(g.since_snapshot(), 0);
         assert!(!g.applied(99, 0, 100));
         assert!(g.applied(1, 0, 100));
+    }
+
+    #[test]
+    fn a_snapshot_covers_the_bodies_paged_before_it() {
+        let mut g = LogGrowth::default();
+        assert!(!g.paged_since_snapshot());
+        g.paged();
+        assert!(g.paged_since_snapshot());
+        g.snapshotted();
+        assert!(!g.paged_since_snapshot());
     }
 
     #[test]

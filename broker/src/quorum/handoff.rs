@@ -43,6 +43,7 @@ use tokio::time::Instant;
 use super::node::{QuorumError, QuorumNode};
 use super::placement::leads;
 use super::queue::QuorumQueue;
+use super::stop_snapshot;
 use crate::net::NodeId;
 use crate::queue::{Queue, QueueAddress};
 use crate::raft::leadership::{
@@ -53,6 +54,9 @@ use crate::raft::leadership::{
 const CATCH_UP: Duration = Duration::from_secs(2);
 /// How long a graceful stop flushes settlements before handing off.
 const FLUSH: Duration = Duration::from_secs(2);
+/// How long a graceful stop spends on the groups' snapshots, after the
+/// hand-offs.
+const STOP_SNAPSHOT: Duration = Duration::from_secs(3);
 
 /// What a hand-off did.
 #[derive(Debug, Clone)]
@@ -340,8 +344,9 @@ impl QuorumNode {
 
     /// Stop every group (the node is shutting down, e.g. on SIGTERM):
     /// flush settlements, hand the leadership of every group this node
-    /// leads to a caught-up follower (all groups at once, each bounded),
-    /// then shut the Raft groups down.
+    /// leads to a caught-up follower, snapshot what each replica applied
+    /// (all groups at once, each step bounded), then shut the Raft groups
+    /// down.
     pub async fn shutdown(self: &Arc<Self>) {
         self.stopping.store(true, Ordering::Release);
         self.log_store_stats();
@@ -363,6 +368,10 @@ impl QuorumNode {
             });
         }
         while tasks.join_next().await.is_some() {}
+        // With the proposals held and the settlements flushed, what each
+        // replica applied goes into a snapshot, so the next start has no
+        // tail to replay (`stop_snapshot.rs`).
+        stop_snapshot::snapshot_all(&queues, STOP_SNAPSHOT).await;
         for queue in queues {
             if let Err(error) = queue.raft.shutdown().await {
                 tracing::warn!(queue = %queue.address(), %error, "raft shutdown");

@@ -45,6 +45,7 @@ mod snapshot_file;
 mod snapshot_install;
 mod snapshot_transfer;
 mod state_machine;
+mod stop_snapshot;
 mod transaction;
 mod types;
 

@@ -67,7 +67,7 @@ pub(crate) struct Inner {
     /// Snapshots built so far by this node (for unique snapshot ids).
     n_snapshots: u64,
     /// Log bytes applied since the last snapshot (see `compaction`).
-    growth: LogGrowth,
+    pub(super) growth: LogGrowth,
     /// The queue was deleted (`removal.rs`): it serves nothing more.
     pub(crate) deleted: bool,
     /// Messages this replica applied into the queue since it opened (for
@@ -92,6 +92,18 @@ impl Inner {
                 self.n_snapshots
             ),
         }
+    }
+
+    /// Whether segment files are involved in what a restart would replay:
+    /// bodies were paged since the last snapshot (a replay pages them
+    /// again), or segment files exist (the last snapshot may name records
+    /// in them that were settled since). See `stop_snapshot.rs`.
+    pub(super) fn segments_in_replay(&self) -> bool {
+        self.growth.paged_since_snapshot()
+            || self
+                .store
+                .as_ref()
+                .is_some_and(|s| s.stats().n_segments > 0)
     }
 }
 
