@@ -1,0 +1,307 @@
+//! `many_queues`: N quorum queues on a 3-process `ramqp-brokerd` cluster
+//! (the flags of deploy/local-cluster.sh, data in a temporary folder), and
+//! what they cost. One JSON object on stdout:
+//!
+//! 1. start the three nodes; RSS with no queue;
+//! 2. create N queues by attaches (a sender attached and detached), spread
+//!    over the nodes, several connections each: seconds, from the cluster's
+//!    start and for the attaches alone;
+//! 3. every queue serves (publish confirmed, receive, accept), and the
+//!    leaders per node (`ramqp_raft_groups_leading` from /metrics);
+//! 4. the idle cluster: CPU of the three processes over `--idle-secs`
+//!    (/proc utime+stime), elections in that window (per group, growth of
+//!    the highest term), RSS and (RSS(N) - RSS(0)) / N per node;
+//! 5. graceful stop of node 3 (SIGTERM): seconds until it exited and until
+//!    the others lead every group; then its restart: seconds until every
+//!    queue serves through it;
+//! 6. node 1 killed (SIGKILL): seconds until the others lead every group.
+
+#![forbid(unsafe_code)]
+
+mod cluster;
+mod traffic;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde_json::{json, Value};
+
+use cluster::{cpu_ticks, group_figures, rss_kib, ticks_per_second, Cluster, GroupFigures};
+
+/// N quorum queues on a 3-process cluster: creation, serving, idle cost,
+/// restart, graceful stop, fail-over.
+#[derive(Debug, Parser)]
+#[command(name = "many_queues", version)]
+struct Args {
+    /// Number of quorum queues.
+    #[arg(long, default_value_t = 1000)]
+    queues: usize,
+    /// Folder with ramqp-brokerd.
+    #[arg(long)]
+    bin_dir: PathBuf,
+    /// First AMQP port (fabric +10, HTTP +20).
+    #[arg(long, default_value_t = 7772)]
+    base_port: u16,
+    /// Connections per node that create and check queues.
+    #[arg(long, default_value_t = 8)]
+    connections: usize,
+    /// Seconds of idle CPU measurement.
+    #[arg(long, default_value_t = 60)]
+    idle_secs: u64,
+    /// Seconds to let the cluster settle before the idle window.
+    #[arg(long, default_value_t = 10)]
+    settle_secs: u64,
+    /// Skip the stop / restart / kill phases.
+    #[arg(long)]
+    no_failover: bool,
+    /// Extra flags for every ramqp-brokerd (space-separated).
+    #[arg(long, default_value = "")]
+    extra_args: String,
+    /// Keep the data folder (printed on stderr).
+    #[arg(long)]
+    keep: bool,
+}
+
+const NODES: u64 = 3;
+const PREFIX: &str = "mq";
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let root = std::env::temp_dir().join(format!("ramqp-many-{}", std::process::id()));
+    std::fs::create_dir_all(&root)?;
+    eprintln!("many_queues: data in {}", root.display());
+    let extra = args
+        .extra_args
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let mut cluster = Cluster::new(
+        args.bin_dir.join("ramqp-brokerd"),
+        &root,
+        args.base_port,
+        NODES,
+        extra,
+    );
+    let result = run(&args, &mut cluster).await;
+    cluster.kill_all();
+    if !args.keep {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    let mut out = ramqp_bench_compare::report::context(
+        "many_queues",
+        &format!("{} quorum queues, 3 nodes", args.queues),
+        json!({"kind": "ramqp-brokerd x3", "bin_dir": args.bin_dir, "extra_args": args.extra_args}),
+    );
+    match result {
+        Ok(Value::Object(fields)) => out.extend(fields),
+        Ok(other) => {
+            out.insert("result".into(), other);
+        }
+        Err(e) => {
+            eprintln!("many_queues: {e:#}");
+            out.insert("error".into(), json!(format!("{e:#}")));
+        }
+    }
+    ramqp_bench_compare::report::emit(&Value::Object(out))
+}
+
+fn log(started: Instant, what: &str) {
+    eprintln!(
+        "many_queues: {:>8.1} s  {what}",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+async fn scrape_all(cluster: &Cluster, ids: &[u64]) -> Result<Vec<GroupFigures>> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(group_figures(cluster.node(*id).http).await?);
+    }
+    Ok(out)
+}
+
+fn rss_all(cluster: &Cluster) -> Result<Vec<u64>> {
+    (1..=NODES)
+        .map(|id| rss_kib(cluster.pid(id).context("not running")?))
+        .collect()
+}
+
+/// Wait until the nodes `ids` together lead `n` groups; seconds waited.
+async fn wait_all_led(cluster: &Cluster, ids: &[u64], n: usize, within: Duration) -> Result<f64> {
+    let started = Instant::now();
+    loop {
+        let mut led = 0;
+        for id in ids {
+            if let Ok(f) = group_figures(cluster.node(*id).http).await {
+                led += f.leading;
+            }
+        }
+        if led as usize >= n {
+            return Ok(started.elapsed().as_secs_f64());
+        }
+        if started.elapsed() > within {
+            bail!("nodes {ids:?} lead {led} of {n} groups after {within:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
+    let n = args.queues;
+    let all: Vec<u64> = (1..=NODES).collect();
+    let started = Instant::now();
+    for id in &all {
+        cluster.spawn(*id)?;
+    }
+    for id in &all {
+        cluster.wait_ready(*id, Duration::from_secs(60)).await?;
+    }
+    let ready_s = started.elapsed().as_secs_f64();
+    log(started, "cluster ready");
+    let rss_empty = rss_all(cluster)?;
+    let ports: Vec<u16> = all.iter().map(|id| cluster.node(*id).amqp).collect();
+
+    let create_s = traffic::create(PREFIX, n, &ports, args.connections).await?;
+    let created_since_start_s = started.elapsed().as_secs_f64();
+    log(started, &format!("{n} queues created in {create_s:.1} s"));
+
+    let serve_s = traffic::serve_all(
+        PREFIX,
+        n,
+        &ports,
+        args.connections,
+        Duration::from_secs(600),
+    )
+    .await?;
+    log(started, &format!("every queue served ({serve_s:.1} s)"));
+    let figures = scrape_all(cluster, &all).await?;
+    let leaders: Vec<u64> = figures.iter().map(|f| f.leading).collect();
+    let groups: Vec<u64> = figures.iter().map(|f| f.groups).collect();
+    let fair = n as f64 / NODES as f64;
+    let imbalance = leaders
+        .iter()
+        .map(|l| (*l as f64 - fair).abs() / fair)
+        .fold(0.0, f64::max);
+
+    tokio::time::sleep(Duration::from_secs(args.settle_secs)).await;
+    let before = scrape_all(cluster, &all).await?;
+    let tick = ticks_per_second();
+    let pids: Vec<u32> = all.iter().filter_map(|id| cluster.pid(*id)).collect();
+    let cpu0: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
+    let cpu1: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
+    let window = t0.elapsed().as_secs_f64();
+    let after = scrape_all(cluster, &all).await?;
+    let idle_elections = cluster::elections(&before, &after);
+    let idle_cpu_pct: Vec<f64> = cpu0
+        .iter()
+        .zip(&cpu1)
+        .map(|(a, b)| round2((b - a) as f64 / tick / window * 100.0))
+        .collect();
+    let idle_total: f64 = idle_cpu_pct.iter().sum();
+    let rss_full = rss_all(cluster)?;
+    let per_group_kib: Vec<f64> = rss_full
+        .iter()
+        .zip(&rss_empty)
+        .map(|(f, e)| round2((*f as f64 - *e as f64) / n.max(1) as f64))
+        .collect();
+    log(
+        started,
+        &format!(
+            "idle: {idle_cpu_pct:?} % of a core, {idle_elections} elections, RSS {rss_full:?} KiB"
+        ),
+    );
+
+    let mut out = json!({
+        "queues": n,
+        "connections_per_node": args.connections,
+        "cluster_ready_s": round2(ready_s),
+        "create_s": round2(create_s),
+        "create_per_s": round2(n as f64 / create_s),
+        "created_since_cluster_start_s": round2(created_since_start_s),
+        "serve_all_s": round2(serve_s),
+        "groups_per_node": groups,
+        "leaders_per_node": leaders,
+        "leader_imbalance_max_pct": round2(imbalance * 100.0),
+        "idle_window_s": round2(window),
+        "idle_cpu_pct_of_core_per_node": idle_cpu_pct,
+        "idle_cpu_pct_of_core_total": round2(idle_total),
+        "idle_elections": idle_elections,
+        "rss_kib_empty": rss_empty,
+        "rss_kib_with_queues": rss_full,
+        "rss_kib_per_group": per_group_kib,
+    });
+    if args.no_failover {
+        return Ok(out);
+    }
+
+    // Graceful stop of node 3: it hands its leaderships away, then exits.
+    let t = Instant::now();
+    cluster.signal(3, "TERM")?;
+    let exit = cluster.wait_exit(3, Duration::from_secs(120)).await?;
+    let stop_exit_s = t.elapsed().as_secs_f64();
+    let stop_all_led_s =
+        wait_all_led(cluster, &[1, 2], n, Duration::from_secs(120)).await? + stop_exit_s;
+    log(
+        started,
+        &format!("node 3 stopped ({exit}) in {stop_exit_s:.1} s"),
+    );
+
+    // Restart node 3: until every queue serves through it.
+    let t = Instant::now();
+    cluster.spawn(3)?;
+    cluster.wait_ready(3, Duration::from_secs(120)).await?;
+    let restart_ready_s = t.elapsed().as_secs_f64();
+    traffic::serve_all(
+        PREFIX,
+        n,
+        &[cluster.node(3).amqp],
+        args.connections * 3,
+        Duration::from_secs(300),
+    )
+    .await?;
+    let restart_serve_s = t.elapsed().as_secs_f64();
+    log(
+        started,
+        &format!("node 3 back, serving all in {restart_serve_s:.1} s"),
+    );
+
+    // Node 1 killed: until nodes 2 and 3 lead every group.
+    let led_by_1 = group_figures(cluster.node(1).http).await?.leading;
+    let t = Instant::now();
+    cluster.signal(1, "KILL")?;
+    let _ = cluster.wait_exit(1, Duration::from_secs(10)).await?;
+    wait_all_led(cluster, &[2, 3], n, Duration::from_secs(300)).await?;
+    let failover_s = t.elapsed().as_secs_f64();
+    let after_kill = scrape_all(cluster, &[2, 3]).await?;
+    log(
+        started,
+        &format!("node 1 killed: all led again in {failover_s:.1} s"),
+    );
+
+    if let Value::Object(map) = &mut out {
+        map.insert("stop_sigterm_exit_s".into(), json!(round2(stop_exit_s)));
+        map.insert("stop_exit_status".into(), json!(exit));
+        map.insert(
+            "stop_all_led_by_others_s".into(),
+            json!(round2(stop_all_led_s)),
+        );
+        map.insert("restart_ready_s".into(), json!(round2(restart_ready_s)));
+        map.insert("restart_serve_all_s".into(), json!(round2(restart_serve_s)));
+        map.insert("kill_node1_led".into(), json!(led_by_1));
+        map.insert("kill_failover_all_led_s".into(), json!(round2(failover_s)));
+        map.insert(
+            "leaders_after_kill".into(),
+            json!(after_kill.iter().map(|f| f.leading).collect::<Vec<_>>()),
+        );
+    }
+    Ok(out)
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
