@@ -377,12 +377,12 @@ async fn purge_delete_and_close_reach_the_clients() {
     let closed = step("fe2o3 sees the close", connection.on_close()).await;
     let error = format!("{:?}", closed.expect_err("closed with an error"));
     assert!(error.contains("ConnectionForced"), "{error}");
-    let after = step(
-        "a send on the closed connection",
-        sender.send("late".to_string()),
-    )
-    .await;
-    assert!(after.is_err(), "{after:?}");
+    // A send on the closed connection must not be accepted. fe2o3 either
+    // fails it or, when the close reached its connection engine before the
+    // session engine gave up the link, waits for credit that never comes
+    // (seen 6 of 25 runs on a loaded machine): both mean "not accepted".
+    let after = tokio::time::timeout(Duration::from_secs(2), sender.send("late".to_string())).await;
+    assert!(!matches!(after, Ok(Ok(_))), "{after:?}");
     connections_until(addr, "the connection leaves the list", |list| {
         list.as_array().is_some_and(Vec::is_empty)
     })
