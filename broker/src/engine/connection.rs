@@ -3,12 +3,15 @@
 //! heartbeats, and writes the [`Outbox`] after each batch. It owns the
 //! socket and all of the connection's state; nothing else touches them.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -19,11 +22,12 @@ use super::outbox::Outbox;
 use super::sasl::SaslPeer;
 use super::state::State;
 use super::transport::{ByteStream, Transport};
+use super::wake_gate::WakeGates;
 use super::ConnectionContext;
 use crate::codec::definitions::condition;
 use crate::codec::frame::{decode_frame, MIN_MAX_FRAME_SIZE};
 use crate::codec::{Close, CodecError, Error, FrameBody, Open, Performative, Symbol};
-use crate::queue::Sink;
+use crate::queue::{QueueEvent, Sink};
 
 /// Queue events handled before output is flushed again.
 const EVENT_BATCH_MAX: usize = 256;
@@ -35,6 +39,21 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// How long we keep reading after sending `close`, so the peer gets our
 /// close frame instead of a reset.
 const CLOSE_LINGER: Duration = Duration::from_secs(2);
+
+/// What ended a wait of the connection loop.
+enum Woke {
+    Stop(ConnectionError),
+    Read(std::io::Result<usize>),
+    Event(QueueEvent),
+    Tick,
+}
+
+/// The sources the connection loop waits on, in order of priority: their
+/// indices in its [`WakeGates`].
+const STOP: usize = 0;
+const READ: usize = 1;
+const EVENTS: usize = 2;
+const TICK: usize = 3;
 
 pub(super) struct Connection {
     stream: Box<dyn ByteStream>,
@@ -245,7 +264,7 @@ impl Connection {
     async fn event_loop(
         &mut self,
         state: &mut State,
-        events: &mut tokio::sync::mpsc::UnboundedReceiver<crate::queue::QueueEvent>,
+        events: &mut UnboundedReceiver<QueueEvent>,
         limits: &crate::config::Limits,
         remote_idle_ms: Option<u32>,
     ) -> Result<(), ConnectionError> {
@@ -280,6 +299,7 @@ impl Connection {
             }
         };
         tokio::pin!(stop);
+        let gates = WakeGates::<4>::new();
         loop {
             // Frames may already be buffered: pipelined behind `open`, or
             // several in one read.
@@ -330,16 +350,18 @@ impl Connection {
             if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
                 self.buf.reserve(READ_CHUNK_BYTES);
             }
-            tokio::select! {
-                biased;
-                error = &mut stop => return Err(error),
-                read = self.stream.read_buf(&mut self.buf) => {
+            match self
+                .wait(&gates, stop.as_mut(), events, &mut ticker, tick.is_some())
+                .await
+            {
+                Woke::Stop(error) => return Err(error),
+                Woke::Read(read) => {
                     if read? == 0 {
                         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
                     }
                     last_read = Instant::now();
                 }
-                Some(event) = events.recv() => {
+                Woke::Event(event) => {
                     state.on_queue_event(event, &mut self.out)?;
                     for _ in 1..EVENT_BATCH_MAX {
                         match events.try_recv() {
@@ -348,13 +370,16 @@ impl Connection {
                         }
                     }
                 }
-                _ = ticker.tick(), if tick.is_some() => {
+                Woke::Tick => {
                     let now = Instant::now();
                     if let Some(idle) = local_idle {
                         if now.duration_since(last_read) > idle {
                             return Err(ConnectionError::protocol(
                                 condition::RESOURCE_LIMIT_EXCEEDED,
-                                format!("idle time-out: nothing received for {} ms", idle.as_millis()),
+                                format!(
+                                    "idle time-out: nothing received for {} ms",
+                                    idle.as_millis()
+                                ),
                             ));
                         }
                     }
@@ -366,6 +391,54 @@ impl Connection {
                 }
             }
         }
+    }
+
+    /// Wait for the first of: a stop signal, bytes from the peer, a queue
+    /// event, a tick (if `ticking`); in that order of priority when
+    /// several are ready. Each source is polled only when it woke
+    /// (`wake_gate.rs`), so a pass for one message does not poll the rest.
+    async fn wait(
+        &mut self,
+        gates: &WakeGates<4>,
+        mut stop: std::pin::Pin<&mut impl Future<Output = ConnectionError>>,
+        events: &mut UnboundedReceiver<QueueEvent>,
+        ticker: &mut tokio::time::Interval,
+        ticking: bool,
+    ) -> Woke {
+        let stream = &mut *self.stream;
+        let buf = &mut self.buf;
+        std::future::poll_fn(|cx| {
+            let mut pass = gates.begin(cx);
+            let woke = 'woke: {
+                if let Poll::Ready(error) = gates.poll(&mut pass, STOP, |cx| stop.as_mut().poll(cx))
+                {
+                    break 'woke Some(Woke::Stop(error));
+                }
+                let read = gates.poll(&mut pass, READ, |cx| {
+                    std::pin::pin!(stream.read_buf(buf)).poll(cx)
+                });
+                if let Poll::Ready(read) = read {
+                    break 'woke Some(Woke::Read(read));
+                }
+                // The channel cannot close while the loop runs: `State`
+                // holds its sender.
+                let event = gates.poll(&mut pass, EVENTS, |cx| events.poll_recv(cx));
+                if let Poll::Ready(Some(event)) = event {
+                    break 'woke Some(Woke::Event(event));
+                }
+                if ticking
+                    && gates
+                        .poll(&mut pass, TICK, |cx| ticker.poll_tick(cx))
+                        .is_ready()
+                {
+                    break 'woke Some(Woke::Tick);
+                }
+                None
+            };
+            gates.end(pass);
+            woke.map_or(Poll::Pending, Poll::Ready)
+        })
+        .await
     }
 
     /// Wait for `fut` (a queue being prepared, which may wait for an

@@ -26,6 +26,7 @@ mod transactional_work;
 mod transfer;
 mod transport;
 mod unsettled;
+mod wake_gate;
 
 use std::sync::Arc;
 
