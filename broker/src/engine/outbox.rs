@@ -81,7 +81,21 @@ impl Outbox {
     /// the flush costs nothing.
     pub(crate) async fn flush(&mut self, mut stream: &mut dyn ByteStream) -> std::io::Result<()> {
         if self.chunks.is_empty() {
-            // The common case: one buffer, one write.
+            // The common case: one buffer, one write. On a bare TCP socket
+            // it is tried at once, without the future machinery (a TCP
+            // stream's flush does nothing); what it could not take goes
+            // the general way.
+            if let Some(tcp) = stream.as_tcp() {
+                match tcp.try_write(&self.buf) {
+                    Ok(n) if n == self.buf.len() => {
+                        self.buf.clear();
+                        return Ok(());
+                    }
+                    Ok(n) => self.buf.advance(n),
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(error) => return Err(error),
+                }
+            }
             (&mut stream).write_all_buf(&mut self.buf).await?;
             self.buf.clear();
             return stream.flush().await;

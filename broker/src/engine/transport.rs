@@ -3,15 +3,25 @@
 //! boxed [`ByteStream`], plus what the transport learnt about the peer.
 //! The engine never learns how the bytes travel.
 
+use std::any::Any;
 use std::net::SocketAddr;
 
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// What a connection reads and writes.
-pub(crate) trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static {}
+pub(crate) trait ByteStream: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static {
+    /// The TCP socket itself, if the stream is a bare one (no TLS, no
+    /// WebSocket): the outbox tries its writes on it directly.
+    fn as_tcp(&mut self) -> Option<&mut TcpStream>;
+}
 
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static> ByteStream for T {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static> ByteStream for T {
+    fn as_tcp(&mut self) -> Option<&mut TcpStream> {
+        (self as &mut dyn Any).downcast_mut()
+    }
+}
 
 /// An accepted connection, its transport already set up.
 pub(crate) struct Transport {
