@@ -1,6 +1,8 @@
 //! Bring up N quorum queues on a 3-node in-process cluster, check that
 //! each serves a publish, then measure the cluster's idle CPU:
-//! `cargo run --release -p ramqpd-broker --example many_quorum_queues -- 1000`.
+//! `cargo run --release -p ramqpd-broker --example many_quorum_queues -- 1000`
+//! (optional further arguments: heartbeat interval, election time-out min
+//! and max, in ms, to compare Raft timings).
 
 use std::time::{Duration, Instant};
 
@@ -31,7 +33,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1000);
-    let cluster = Cluster::start(3, BrokerConfig::default()).await?;
+    let mut config = BrokerConfig::default();
+    let ms = |i: usize| std::env::args().nth(i).and_then(|a| a.parse::<u64>().ok());
+    if let (Some(hb), Some(min), Some(max)) = (ms(2), ms(3), ms(4)) {
+        config.quorum.heartbeat_interval_ms = hb;
+        config.quorum.election_timeout_min_ms = min;
+        config.quorum.election_timeout_max_ms = max;
+    }
+    let heartbeat = config.quorum.heartbeat_interval_ms;
+    let cluster = Cluster::start(3, config).await?;
     let started = Instant::now();
     let mut queues = Vec::with_capacity(n);
     for i in 0..n {
@@ -108,7 +118,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "idle: {:.1}% of one core over {:?} (3 nodes, {n} groups, heartbeat {} ms)",
         cpu.as_secs_f64() * 100.0 / wall.elapsed().as_secs_f64(),
         wall.elapsed(),
-        BrokerConfig::default().quorum.heartbeat_interval_ms
+        heartbeat
     );
     cluster.shutdown().await;
     Ok(())

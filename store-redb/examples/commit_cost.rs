@@ -26,12 +26,13 @@
 //! whose rows then sit between other groups' rows as on a node with many
 //! queues: the entries tree is as deep as such a node's).
 
-use std::io::Cursor;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId};
 use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(TypeConfig);
@@ -93,7 +94,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = dir.path().join("commit_cost.redb");
     let store = LogStore::open(&path, LogStoreOptions::default())?;
     let data = "x".repeat(args.payload_bytes);
-    let entry = |index: u64| Entry::<TypeConfig> {
+    let entry = |index: u64| Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
         payload: EntryPayload::Normal(data.clone()),
     };

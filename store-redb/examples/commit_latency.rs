@@ -33,7 +33,7 @@
 //! the whole run).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Cursor, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,7 +41,9 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId};
 use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(TypeConfig);
@@ -165,7 +167,7 @@ fn run_redb(args: &Args, dir: &Path) -> Result<Measured, BoxError> {
             let committed = LogId::new(CommittedLeaderId::new(1, 0), index - 1);
             runtime.block_on(group.save_committed(Some(committed)))?;
         }
-        let entry = Entry::<TypeConfig> {
+        let entry = Entry {
             log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
             payload: EntryPayload::Normal(data.clone()),
         };

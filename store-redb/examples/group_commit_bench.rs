@@ -11,13 +11,14 @@
 //! `--dir` picks the file system (default: the system temp dir); it should
 //! be a real disk, since fsync on tmpfs costs nothing.
 
-use std::io::Cursor;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use openraft::storage::RaftLogStorageExt;
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId};
 use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(TypeConfig);
@@ -72,7 +73,7 @@ async fn run(args: &Args, n_groups: u64) -> Result<(), Box<dyn std::error::Error
                 if now.duration_since(started) >= warmup + duration {
                     break;
                 }
-                let entry = Entry::<TypeConfig> {
+                let entry = Entry {
                     log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
                     payload: EntryPayload::Normal(data.clone()),
                 };

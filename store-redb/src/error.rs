@@ -1,16 +1,15 @@
-//! The crate's one error type, [`Error`], and its conversion into openraft's
-//! [`StorageError`](openraft::StorageError).
+//! The crate's one error type, [`Error`], and its conversion into the
+//! `std::io::Error` openraft 0.10's storage traits return.
 //!
 //! Every failure of this crate is an [`Error`]: redb failures, records that
 //! fail their CRC32C check or do not decode, a log with a hole where an entry
 //! should be, and misuse of the API (a group opened twice, an append that
 //! would leave a hole). Inside the [`openraft::storage::RaftLogStorage`]
-//! implementation they are wrapped in a `StorageError`, which makes openraft
-//! stop the Raft group: a storage error is never retried.
+//! implementation they are wrapped in an `io::Error` (kind `Other`, this
+//! error as its source), which openraft turns into a `StorageError` that
+//! stops the Raft group: a storage error is never retried.
 
 use std::sync::Arc;
-
-use openraft::{AnyError, ErrorSubject, ErrorVerb, NodeId, StorageError, StorageIOError};
 
 use crate::tables::RecordKey;
 
@@ -144,12 +143,21 @@ impl Error {
         matches!(self, Error::Database(redb::Error::DatabaseAlreadyOpen))
     }
 
-    /// Wraps this error as an openraft [`StorageError`] about `subject`.
-    pub(crate) fn into_storage<NID: NodeId>(
-        self,
-        subject: ErrorSubject<NID>,
-        verb: ErrorVerb,
-    ) -> StorageError<NID> {
-        StorageIOError::new(subject, verb, AnyError::new(&self)).into()
+    /// Wraps this error as the `io::Error` openraft's storage traits
+    /// return, saying what was being done (`doing`).
+    pub(crate) fn into_io(self, doing: &'static str) -> std::io::Error {
+        std::io::Error::other(Doing {
+            doing,
+            source: self,
+        })
     }
+}
+
+/// An [`Error`] with what the store was doing when it happened.
+#[derive(Debug, thiserror::Error)]
+#[error("{doing}: {source}")]
+pub(crate) struct Doing {
+    doing: &'static str,
+    #[source]
+    source: Error,
 }

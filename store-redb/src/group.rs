@@ -26,7 +26,9 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use openraft::{LogId, RaftLogId, RaftTypeConfig, Vote};
+use openraft::alias::{LogIdOf, VoteOf};
+use openraft::entry::RaftEntry;
+use openraft::RaftTypeConfig;
 use redb::{Database, ReadOnlyTable, ReadableDatabase};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -40,17 +42,17 @@ use crate::tail::Tail;
 /// The in-memory state of one group.
 pub(crate) struct GroupState<C: RaftTypeConfig> {
     /// The last durable vote.
-    pub(crate) vote: Option<Vote<C::NodeId>>,
+    pub(crate) vote: Option<VoteOf<C>>,
     /// The last committed log id handed to `save_committed`.
-    pub(crate) committed: Option<LogId<C::NodeId>>,
+    pub(crate) committed: Option<LogIdOf<C>>,
     /// Its record, not yet queued for writing: it rides along with the
     /// group's next append, so it never costs an fsync of its own.
     pub(crate) committed_unwritten: Option<Vec<u8>>,
     /// The last purged log id (logical: possibly not yet durable).
-    pub(crate) last_purged: Option<LogId<C::NodeId>>,
+    pub(crate) last_purged: Option<LogIdOf<C>>,
     /// The last log id of the logical log, or `last_purged` if the log is
     /// empty.
-    pub(crate) last_log_id: Option<LogId<C::NodeId>>,
+    pub(crate) last_log_id: Option<LogIdOf<C>>,
     /// Appended entries not yet durable.
     pub(crate) tail: Tail<C::Entry>,
     /// Sequence number of the next write request.
@@ -133,7 +135,7 @@ where
     C::Entry: DeserializeOwned,
 {
     let entry: C::Entry = record::decode(RecordKey::Entry { group_id, index }, value)?;
-    let found = entry.get_log_id().index;
+    let found = entry.log_id_parts().1;
     if found != index {
         return Err(Error::IndexMismatch {
             group_id,
@@ -182,11 +184,11 @@ where
     pub(crate) fn load(db: &Database, group_id: u64) -> Result<GroupShared<C>, Error> {
         let txn = db.begin_read()?;
         let meta = txn.open_table(META)?;
-        let vote = read_meta::<Vote<C::NodeId>>(&meta, group_id, MetaKind::Vote)?;
-        let last_purged = read_meta::<LogId<C::NodeId>>(&meta, group_id, MetaKind::LastPurged)?;
+        let vote = read_meta::<VoteOf<C>>(&meta, group_id, MetaKind::Vote)?;
+        let last_purged = read_meta::<LogIdOf<C>>(&meta, group_id, MetaKind::LastPurged)?;
         let entries = txn.open_table(ENTRIES)?;
         let committed = match entries.get((group_id, COMMITTED_INDEX))? {
-            Some(value) => record::decode::<Option<LogId<C::NodeId>>>(
+            Some(value) => record::decode::<Option<LogIdOf<C>>>(
                 RecordKey::Meta {
                     group_id,
                     kind: Ok(MetaKind::Committed),
@@ -204,7 +206,7 @@ where
                 let (_, index) = key.value();
                 Some(
                     decode_entry::<C>(group_id, index, value.value())?
-                        .get_log_id()
+                        .log_id()
                         .clone(),
                 )
             }
@@ -296,7 +298,7 @@ where
         db: &Database,
         start: u64,
         end: u64,
-    ) -> Result<Option<LogId<C::NodeId>>, Error> {
+    ) -> Result<Option<LogIdOf<C>>, Error> {
         if start >= end {
             return Ok(None);
         }
@@ -310,7 +312,7 @@ where
                 let (key, value) = row?;
                 let (_, index) = key.value();
                 let entry = decode_entry::<C>(self.group_id, index, value.value())?;
-                Ok(Some(entry.get_log_id().clone()))
+                Ok(Some(entry.log_id()))
             }
             None => Ok(None),
         }

@@ -80,7 +80,9 @@ fn convert_from_layout_1(txn: &redb::WriteTransaction) -> Result<u64, Error> {
 #[cfg(test)]
 mod tests {
     use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader, Vote};
+    use openraft::vote::leader_id_adv::CommittedLeaderId;
+    use openraft::vote::RaftLeaderId;
+    use openraft::{Entry, EntryPayload, LogId, RaftLogReader, Vote};
     use redb::{ReadableDatabase, ReadableTableMetadata};
 
     use super::*;
@@ -89,11 +91,11 @@ mod tests {
     use crate::tests::TestConfig;
     use crate::{GroupLogStore, LogStore, LogStoreOptions};
 
-    fn log_id(index: u64) -> LogId<u64> {
+    fn log_id(index: u64) -> LogId<CommittedLeaderId<u64, u64>> {
         LogId::new(CommittedLeaderId::new(1, 0), index)
     }
 
-    fn entry(index: u64) -> Entry<TestConfig> {
+    fn entry(index: u64) -> openraft::alias::EntryOf<TestConfig> {
         Entry {
             log_id: log_id(index),
             payload: EntryPayload::Normal(format!("i{index}")),
@@ -136,7 +138,7 @@ mod tests {
             group.blocking_append((0..5).map(entry)).await.unwrap();
             group.save_committed(Some(log_id(2))).await.unwrap();
             group.blocking_append([entry(5)]).await.unwrap();
-            group.truncate(log_id(3)).await.unwrap();
+            group.truncate_after(Some(log_id(2))).await.unwrap();
             let report = store.verify().unwrap();
             assert_eq!((report.n_entries, report.n_meta), (3, 1));
         }
@@ -174,7 +176,7 @@ mod tests {
                         .unwrap();
                     meta.insert(MetaKind::Committed.key(group_id), rec.as_slice())
                         .unwrap();
-                    let vote = Vote::new_committed(1, 0);
+                    let vote: openraft::alias::VoteOf<TestConfig> = Vote::new_committed(1, 0);
                     let rec = record::encode(meta_key(group_id, MetaKind::Vote), &vote).unwrap();
                     meta.insert(MetaKind::Vote.key(group_id), rec.as_slice())
                         .unwrap();

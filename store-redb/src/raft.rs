@@ -4,10 +4,10 @@
 //!
 //! | call | in memory, before returning | writer request | returns |
 //! |---|---|---|---|
-//! | `append` | entries pushed to the tail (readable), last log id moved | `Append` | at once; `LogFlushed` runs after the fsync |
+//! | `append` | entries pushed to the tail (readable), last log id moved | `Append` | at once; `IOFlushed` runs after the fsync |
 //! | `save_vote` | vote kept after the fsync | `PutMeta(Vote)` | after the fsync |
 //! | `save_committed` | committed kept | rides in the `Append` request of the group's next append | at once (openraft allows losing it) |
-//! | `truncate` | tail cut, last log id moved back | `Truncate` | after the fsync |
+//! | `truncate_after` | tail cut, last log id moved back | `Truncate` | after the fsync |
 //! | `purge` | tail cut, last purged moved | `Purge` | after the fsync |
 //!
 //! All of a group's requests go through the writer in call order, so a
@@ -22,11 +22,10 @@ use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 
-use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{
-    ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogId, RaftLogReader, RaftTypeConfig,
-    StorageError, Vote,
-};
+use openraft::alias::{LogIdOf, VoteOf};
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::{OptionalSend, RaftLogReader, RaftTypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -66,8 +65,8 @@ where
     shared.read_entries(&store.db(), start, end)
 }
 
-fn read_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
-    e.into_storage(ErrorSubject::Logs, ErrorVerb::Read)
+fn read_logs_error(e: Error) -> io::Error {
+    e.into_io("reading the log")
 }
 
 impl<C> RaftLogReader<C> for GroupLogReader<C>
@@ -78,8 +77,12 @@ where
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+    ) -> Result<Vec<C::Entry>, io::Error> {
         read_logs(&self.store, &self.shared, range).map_err(read_logs_error)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<VoteOf<C>>, io::Error> {
+        Ok(self.shared.lock().vote.clone())
     }
 }
 
@@ -91,13 +94,17 @@ where
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+    ) -> Result<Vec<C::Entry>, io::Error> {
         read_logs(&self.store, &self.shared, range).map_err(read_logs_error)
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<VoteOf<C>>, io::Error> {
+        Ok(self.shared.lock().vote.clone())
     }
 }
 
-fn write_logs_error<NID: openraft::NodeId>(e: Error) -> StorageError<NID> {
-    e.into_storage(ErrorSubject::Logs, ErrorVerb::Write)
+fn write_logs_error(e: Error) -> io::Error {
+    e.into_io("writing the log")
 }
 
 impl<C> GroupLogStore<C>
@@ -118,7 +125,7 @@ where
         let group_id = self.shared.group_id;
         let mut records = Vec::with_capacity(entries.len());
         for entry in &entries {
-            let index = entry.get_log_id().index;
+            let index = entry.log_id_parts().1;
             records.push((
                 index,
                 record::encode(RecordKey::Entry { group_id, index }, entry)?,
@@ -128,7 +135,7 @@ where
         let write_seq = state.next_write_seq;
         state.next_write_seq += 1;
         for entry in entries {
-            let log_id = entry.get_log_id().clone();
+            let log_id = entry.log_id();
             if state
                 .last_log_id
                 .as_ref()
@@ -148,7 +155,7 @@ where
         ))
     }
 
-    /// `append` with a plain completion instead of openraft's `LogFlushed`:
+    /// `append` with a plain completion instead of openraft's `IOFlushed`:
     /// the entries are readable when this returns, and `on_flushed` runs on
     /// the writer thread once they are durable (after the tail let go of
     /// them) or the commit failed.
@@ -187,10 +194,7 @@ where
         debug_assert!(since >= first, "openraft never truncates purged entries");
         // The new last log id: the highest entry left below `since`, from the
         // tail or the disk, else the last purged one.
-        let in_tail = state
-            .tail
-            .last_before(since)
-            .map(|e| e.get_log_id().clone());
+        let in_tail = state.tail.last_before(since).map(|e| e.log_id());
         let disk_end = state
             .truncate_pending
             .map_or(since, |pending| since.min(pending.since));
@@ -220,7 +224,7 @@ where
 
     /// Moves the logical log's start past `log_id`; returns whether the
     /// disk must follow.
-    fn stage_purge(&self, log_id: &LogId<C::NodeId>) -> bool {
+    fn stage_purge(&self, log_id: &LogIdOf<C>) -> bool {
         let mut state = self.shared.lock();
         if state
             .last_purged
@@ -249,7 +253,7 @@ where
 {
     type LogReader = GroupLogReader<C>;
 
-    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
+    async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
         let state = self.shared.lock();
         Ok(LogState {
             last_purged_log_id: state.last_purged.clone(),
@@ -264,8 +268,8 @@ where
         }
     }
 
-    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let write_vote_error = |e: Error| e.into_storage(ErrorSubject::Vote, ErrorVerb::Write);
+    async fn save_vote(&mut self, vote: &VoteOf<C>) -> Result<(), io::Error> {
+        let write_vote_error = |e: Error| e.into_io("writing the vote");
         let record =
             record::encode(self.meta_key(MetaKind::Vote), vote).map_err(write_vote_error)?;
         let op = WriteOp::PutMeta {
@@ -284,14 +288,7 @@ where
             .map_err(write_vote_error)
     }
 
-    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
-        Ok(self.shared.lock().vote.clone())
-    }
-
-    async fn save_committed(
-        &mut self,
-        committed: Option<LogId<C::NodeId>>,
-    ) -> Result<(), StorageError<C::NodeId>> {
+    async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
         let record = record::encode(self.meta_key(MetaKind::Committed), &committed)
             .map_err(write_logs_error)?;
         // Not written now: openraft allows losing it, and a write of its own
@@ -304,32 +301,28 @@ where
         Ok(())
     }
 
-    async fn read_committed(
-        &mut self,
-    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+    async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
         Ok(self.shared.lock().committed.clone())
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: LogFlushed<C>,
-    ) -> Result<(), StorageError<C::NodeId>>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<C>) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
         let on_flushed: Completion = Box::new(move |result| match result {
-            Ok(()) => callback.log_io_completed(Ok(())),
-            Err(e) => callback.log_io_completed(Err(io::Error::other(e))),
+            Ok(()) => callback.io_completed(Ok(())),
+            Err(e) => callback.io_completed(Err(io::Error::other(e))),
         });
         self.append_with(entries.into_iter().collect(), on_flushed)
             .await
             .map_err(write_logs_error)
     }
 
-    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let since = log_id.index;
+    async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        // openraft 0.10 names the last entry to keep; the writer cuts from
+        // the first one to drop.
+        let since = last_log_id.map_or(0, |l| l.index + 1);
         let permit = self.store.reserve().await.map_err(write_logs_error)?;
         let Some(write_seq) = self.stage_truncate(since).map_err(write_logs_error)? else {
             return Ok(());
@@ -356,7 +349,7 @@ where
             .map_err(write_logs_error)
     }
 
-    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+    async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
         let record = record::encode(self.meta_key(MetaKind::LastPurged), &log_id)
             .map_err(write_logs_error)?;
         let permit = self.store.reserve().await.map_err(write_logs_error)?;

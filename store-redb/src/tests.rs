@@ -7,31 +7,32 @@
 //! completions fired before the fsync, a truncate or purge leaving the tail
 //! and the disk inconsistent, and a group commit that does not batch.
 
-use std::io::Cursor;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::storage::RaftLogStorage;
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader, Vote};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId, RaftLogReader, Vote};
 
 use crate::writer::Completion;
 use crate::{GroupLogStore, LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(pub(crate) TestConfig);
 
-fn log_id(term: u64, index: u64) -> LogId<u64> {
+fn log_id(term: u64, index: u64) -> LogId<CommittedLeaderId<u64, u64>> {
     LogId::new(CommittedLeaderId::new(term, 0), index)
 }
 
-fn entry(term: u64, index: u64) -> Entry<TestConfig> {
+fn entry(term: u64, index: u64) -> openraft::alias::EntryOf<TestConfig> {
     Entry {
         log_id: log_id(term, index),
         payload: EntryPayload::Normal(format!("t{term}-i{index}")),
     }
 }
 
-fn entries(term: u64, indexes: std::ops::Range<u64>) -> Vec<Entry<TestConfig>> {
+fn entries(term: u64, indexes: std::ops::Range<u64>) -> Vec<openraft::alias::EntryOf<TestConfig>> {
     indexes.map(|i| entry(term, i)).collect()
 }
 
@@ -80,7 +81,7 @@ async fn holds_for(quiet: Duration, what: &str, mut cond: impl FnMut() -> bool) 
     }
 }
 
-fn log_ids(es: &[Entry<TestConfig>]) -> Vec<LogId<u64>> {
+fn log_ids(es: &[openraft::alias::EntryOf<TestConfig>]) -> Vec<LogId<CommittedLeaderId<u64, u64>>> {
     es.iter().map(|e| e.log_id).collect()
 }
 
@@ -180,7 +181,7 @@ async fn truncate_over_pending_and_durable_entries_then_append_a_new_term() {
 
     // Truncate at 2 cuts one durable and three pending entries.
     let task = tokio::spawn(async move {
-        group.truncate(log_id(1, 2)).await.unwrap();
+        group.truncate_after(Some(log_id(1, 1))).await.unwrap();
         group
     });
     wait_until(|| reader.shared.lock().last_log_id == Some(log_id(1, 1))).await;
@@ -225,8 +226,11 @@ async fn a_cancelled_truncate_still_lands_before_later_appends() {
 
     let blocker = store.db().begin_write().unwrap();
     // Staged and queued, then abandoned before its commit.
-    let cancelled =
-        tokio::time::timeout(Duration::from_millis(50), group.truncate(log_id(1, 3))).await;
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(50),
+        group.truncate_after(Some(log_id(1, 2))),
+    )
+    .await;
     assert!(
         cancelled.is_err(),
         "the truncate cannot finish while blocked"

@@ -10,14 +10,25 @@ mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use openraft::testing::{StoreBuilder, Suite};
-use openraft::{AnyError, StorageError, StorageIOError};
+use openraft::errors::ErrorSource;
+use openraft::testing::log::{StoreBuilder, Suite};
+use openraft::StorageError;
 use ramqpd_store_redb::{GroupLogStore, LogStore, LogStoreOptions};
 
-use common::{MemStateMachine, NodeId, TypeConfig};
+use common::{MemStateMachine, TypeConfig};
 
-fn storage_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
-    StorageIOError::write(AnyError::new(&e)).into()
+fn storage_error(e: impl std::error::Error + 'static) -> StorageError<TypeConfig> {
+    StorageError::write(openraft::impls::BoxedErrorSource::from_error(&e))
+}
+
+/// openraft 0.10's suite is async: run it on a runtime of its own.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(f)
 }
 
 /// A fresh database (in a fresh directory, the guard) per test.
@@ -34,7 +45,7 @@ impl StoreBuilder<TypeConfig, GroupLogStore<TypeConfig>, MemStateMachine, tempfi
             GroupLogStore<TypeConfig>,
             MemStateMachine,
         ),
-        StorageError<NodeId>,
+        StorageError<TypeConfig>,
     > {
         let dir = tempfile::tempdir().map_err(storage_error)?;
         let store = LogStore::open(dir.path().join("log.redb"), LogStoreOptions::default())
@@ -53,7 +64,7 @@ struct SharedDatabase {
 impl StoreBuilder<TypeConfig, GroupLogStore<TypeConfig>, MemStateMachine> for SharedDatabase {
     async fn build(
         &self,
-    ) -> Result<((), GroupLogStore<TypeConfig>, MemStateMachine), StorageError<NodeId>> {
+    ) -> Result<((), GroupLogStore<TypeConfig>, MemStateMachine), StorageError<TypeConfig>> {
         let group_id = self.next_group_id.fetch_add(1, Ordering::Relaxed);
         let group = self
             .store
@@ -65,7 +76,7 @@ impl StoreBuilder<TypeConfig, GroupLogStore<TypeConfig>, MemStateMachine> for Sh
 
 #[test]
 fn suite_with_a_fresh_database_per_test() {
-    if let Err(e) = Suite::test_all(FreshDatabase) {
+    if let Err(e) = block_on(Suite::test_all(FreshDatabase)) {
         panic!("conformance suite: {e}");
     }
 }
@@ -78,7 +89,7 @@ fn suite_with_every_test_a_group_of_one_database() {
         store: store.clone(),
         next_group_id: AtomicU64::new(100),
     };
-    if let Err(e) = Suite::test_all(builder) {
+    if let Err(e) = block_on(Suite::test_all(builder)) {
         panic!("conformance suite: {e}");
     }
     // Every test left its group behind in the one file; all still verify.

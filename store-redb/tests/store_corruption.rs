@@ -4,11 +4,12 @@
 //! reads, group loading and `LogStore::verify` report the CRC32C mismatch
 //! while the intact records stay readable.
 
-use std::io::Cursor;
 use std::path::Path;
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader, Vote};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId, RaftLogReader, Vote};
 use ramqpd_store_redb::{Error, LogStore, LogStoreOptions, MetaKind, RecordKey};
 use redb::{Database, ReadableTable, TableDefinition};
 
@@ -21,7 +22,7 @@ const GROUP: u64 = 3;
 async fn write_group(path: &Path) {
     let store = LogStore::open(path, LogStoreOptions::default()).unwrap();
     let mut group = store.group::<TypeConfig>(GROUP).unwrap();
-    let entries = (0..10).map(|i| Entry::<TypeConfig> {
+    let entries = (0..10).map(|i| Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 0), i),
         payload: EntryPayload::Normal(format!("entry {i} of group {GROUP}")),
     });

@@ -11,13 +11,15 @@
 mod payload;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Cursor};
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, RaftLogReader};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId, RaftLogReader};
 use payload::payload;
 use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
@@ -167,7 +169,7 @@ async fn acknowledged_appends_survive_sigkill() {
         for (group_id, last) in &after_second {
             let mut group = store.group::<TypeConfig>(*group_id).unwrap();
             let index = last + 1;
-            let entry = Entry::<TypeConfig> {
+            let entry = Entry {
                 log_id: LogId::new(CommittedLeaderId::new(99, *group_id), index),
                 payload: EntryPayload::Normal(payload(*group_id, index, PAYLOAD_BYTES)),
             };

@@ -240,7 +240,9 @@ def test_follower_killed_mid_snapshot_install(tmp_path, point):
         leader = cluster.leader_of(address)
         cluster.ctl(leader, "--timeout-ms", "60000", "move-leadership",
                     "--queue", address, "--to", str(follower), timeout=70)
-        wait_until(lambda: cluster.leader_of(address) == follower, 30, f"{follower} leads")
+        wait_until(lambda: cluster.leader_of(address) == follower, 30, f"{follower} leads",
+                   lambda: "\n".join(f"node {n}: {cluster.queue_status(n, address)}\n"
+                                     f"{cluster.nodes[n].stderr_tail(25)}" for n in cluster.nodes))
         got = drain(cluster.url(follower), address, len(accepted))
         check_recovered(got, attempted, accepted)
         assert len(got) == len(accepted), "nothing was consumed: all of them, once"

@@ -5,6 +5,7 @@
 //! A node without a fabric (alone, or in an embedded cluster) has one too:
 //! it answers what needs no fabric and passes nothing on.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -306,7 +307,7 @@ impl AdminService {
         }
         for queue in self.quorum.queues() {
             let stats = queue.stats();
-            let metrics = queue.metrics().borrow().clone();
+            let metrics = queue.metrics().borrow_watched().clone();
             let entry = queues
                 .entry(stats.address.clone())
                 .or_insert_with(|| QueueStatus {

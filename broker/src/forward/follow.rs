@@ -18,6 +18,7 @@
 //! Lost links and shipments at a remote target are noticed through its
 //! numbered streams (`streams.rs`).
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 

@@ -14,7 +14,7 @@
 mod codec;
 mod seeds;
 
-use openraft::{Entry, LogId, Vote};
+use openraft::alias::{EntryOf, LogIdOf, VoteOf};
 use store_redb::fuzz_checks::{frame, record};
 use store_redb::{MetaKind, RecordKey};
 
@@ -25,7 +25,6 @@ pub use seeds::seeds;
 
 use crate::admin::{decode_response, AdminRequest};
 use crate::meta::MetaRaft;
-use crate::net::NodeId;
 use crate::quorum::QueueRaft;
 use crate::raft::fuzz_checks::{postcard_check, postcard_round_trip};
 
@@ -146,10 +145,10 @@ pub fn store_record(data: &[u8]) {
         payload.to_vec()
     };
     match kind {
-        0 => record::<Vote<NodeId>>(key, &bytes),
-        1 => record::<Option<LogId<NodeId>>>(key, &bytes),
-        2 => record::<LogId<NodeId>>(key, &bytes),
-        3 => record::<Entry<QueueRaft>>(key, &bytes),
-        _ => record::<Entry<MetaRaft>>(key, &bytes),
+        0 => record::<VoteOf<QueueRaft>>(key, &bytes),
+        1 => record::<Option<LogIdOf<QueueRaft>>>(key, &bytes),
+        2 => record::<LogIdOf<QueueRaft>>(key, &bytes),
+        3 => record::<EntryOf<QueueRaft>>(key, &bytes),
+        _ => record::<EntryOf<MetaRaft>>(key, &bytes),
     }
 }

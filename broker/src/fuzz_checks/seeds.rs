@@ -6,14 +6,14 @@
 //! It must not hand-craft bytes: what a writer writes is the point.
 
 use bytes::Bytes;
+use openraft::alias::{EntryOf, LogIdOf, SnapshotMetaOf};
 use openraft::error::RaftError;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::{
-    CommittedLeaderId, Entry, EntryPayload, LogId, Membership, SnapshotMeta, StoredMembership, Vote,
-};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId, Membership, StoredMembership, Vote};
 use serde::Serialize;
 use store_redb::fuzz_checks::frame;
 use store_redb::{MetaKind, RecordKey};
@@ -23,15 +23,15 @@ use crate::meta::{MetaCommand, MetaRaft};
 use crate::net::NodeId;
 use crate::quorum::{Command, QueueRaft, SettleKind};
 
-fn log_id(term: u64, index: u64) -> LogId<NodeId> {
+fn log_id(term: u64, index: u64) -> LogIdOf<QueueRaft> {
     LogId::new(CommittedLeaderId::new(term, 1), index)
 }
 
 fn membership() -> Membership<NodeId, openraft::BasicNode> {
-    Membership::new(vec![[1u64, 2, 3].into()], None)
+    Membership::new_with_defaults(vec![[1u64, 2, 3].into()], [])
 }
 
-fn queue_entries() -> Vec<Entry<QueueRaft>> {
+fn queue_entries() -> Vec<EntryOf<QueueRaft>> {
     let enqueue = Command::Enqueue {
         messages: vec![Bytes::from_static(b"\x00\x53\x77\xa1\x05hello")],
     };
@@ -55,7 +55,7 @@ fn queue_entries() -> Vec<Entry<QueueRaft>> {
     ]
 }
 
-fn meta_entry() -> Entry<MetaRaft> {
+fn meta_entry() -> EntryOf<MetaRaft> {
     Entry {
         log_id: log_id(1, 3),
         payload: EntryPayload::Normal(MetaCommand::DeclareQueue {
@@ -79,10 +79,9 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     seeds.extend(crate::queue::filter::fuzz_check::seeds());
     seeds.extend(super::codec::dead_letter_seeds());
     let vote = Vote::new_committed(2, 1);
-    let snapshot_meta = SnapshotMeta {
+    let snapshot_meta = SnapshotMetaOf::<QueueRaft> {
         last_log_id: Some(log_id(2, 7)),
         last_membership: StoredMembership::new(Some(log_id(1, 1)), membership()),
-        snapshot_id: "2-1-7-1".to_owned(),
     };
     // raft_rpc: selector 2n for the quorum group's payload type n, 2n + 1
     // for the metadata group's.
@@ -98,7 +97,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         entries: vec![meta_entry()],
         leader_commit: None,
     };
-    let install = InstallSnapshotRequest::<QueueRaft> {
+    let install = crate::raft::SnapshotChunk::<QueueRaft> {
         vote,
         meta: snapshot_meta,
         offset: 0,
@@ -108,31 +107,23 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let raft = [
         with_selector(0, &queue_append),
         with_selector(1, &meta_append),
-        with_selector(
-            2,
-            &VoteRequest {
-                vote,
-                last_log_id: Some(log_id(2, 7)),
-            },
-        ),
+        with_selector(2, &VoteRequest::<QueueRaft>::new(vote, Some(log_id(2, 7)))),
         with_selector(4, &install),
         with_selector(
             6,
-            &Ok::<_, RaftError<NodeId>>(AppendEntriesResponse::<NodeId>::Conflict),
+            &Ok::<_, RaftError<QueueRaft>>(AppendEntriesResponse::<QueueRaft>::Conflict),
         ),
         with_selector(
             8,
-            &Ok::<_, RaftError<NodeId>>(VoteResponse {
+            &Ok::<_, RaftError<QueueRaft>>(VoteResponse::<QueueRaft>::new(
                 vote,
-                vote_granted: true,
-                last_log_id: Some(log_id(2, 7)),
-            }),
+                Some(log_id(2, 7)),
+                true,
+            )),
         ),
         with_selector(
             10,
-            &Ok::<_, RaftError<NodeId, openraft::error::InstallSnapshotError>>(
-                InstallSnapshotResponse { vote },
-            ),
+            &Ok::<_, String>(Some(SnapshotResponse::<QueueRaft>::new(vote))),
         ),
     ];
     seeds.extend(raft.into_iter().flatten().map(|bytes| ("raft_rpc", bytes)));
@@ -182,7 +173,7 @@ fn store_records() -> Vec<(&'static str, Vec<u8>)> {
         0,
         meta(MetaKind::Vote),
         0,
-        postcard::to_allocvec(&Vote::<NodeId>::new(3, 2)).ok(),
+        postcard::to_allocvec(&openraft::alias::VoteOf::<QueueRaft>::new(3, 2)).ok(),
     );
     push(
         1,

@@ -18,8 +18,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::service::Metadata;
-use super::types::{MetaReply, MetaRequest};
+use super::types::{MetaRaft, MetaReply, MetaRequest};
 use crate::net::NodeId;
+use openraft::async_runtime::watch::WatchReceiver;
+
 use crate::raft::leadership::{campaign, held_at, leads_now, wait_caught_up, wait_out_own_lease};
 
 /// How long the leader waits for a voter to match its log.
@@ -54,7 +56,7 @@ impl Metadata {
         let me = self.node_id;
         let mut metrics = self.raft.metrics();
         let voters: Vec<NodeId> = {
-            let m = metrics.borrow();
+            let m = metrics.borrow_watched();
             if !leads_now(&m, me) {
                 return Ok(None);
             }
@@ -68,7 +70,8 @@ impl Metadata {
             return Ok(None);
         }
         let held_at = held_at(&self.raft, &mut metrics).await?;
-        let target = wait_caught_up(&mut metrics, held_at, None, &voters, CATCH_UP).await?;
+        let target =
+            wait_caught_up::<MetaRaft>(&mut metrics, held_at, None, &voters, CATCH_UP).await?;
         let config = self.raft.config().clone();
         wait_out_own_lease(
             &self.raft,

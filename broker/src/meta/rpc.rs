@@ -183,7 +183,7 @@ impl Metadata {
     async fn await_learner(
         &self,
         id: NodeId,
-        added: openraft::LogId<NodeId>,
+        added: openraft::alias::LogIdOf<MetaRaft>,
     ) -> Result<(), String> {
         let caught_up = self
             .raft
@@ -247,8 +247,18 @@ impl Metadata {
             ),
             RpcKind::InstallSnapshot => encode(
                 &self
+                    .snapshot_in
+                    .take(
+                        &self.raft,
+                        postcard::from_bytes(payload).map_err(decode)?,
+                        || Ok(Vec::new()),
+                    )
+                    .await,
+            ),
+            RpcKind::TransferLeader => encode(
+                &self
                     .raft
-                    .install_snapshot(postcard::from_bytes(payload).map_err(decode)?)
+                    .handle_transfer_leader(postcard::from_bytes(payload).map_err(decode)?)
                     .await,
             ),
             RpcKind::MetaPropose => {
@@ -282,7 +292,7 @@ impl Metadata {
 const LEARNER_CATCH_UP: Duration = Duration::from_secs(6);
 
 type WriteResult =
-    Result<ClientWriteResponse<MetaRaft>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>;
+    Result<ClientWriteResponse<MetaRaft>, RaftError<MetaRaft, ClientWriteError<MetaRaft>>>;
 
 fn reply_of(result: WriteResult) -> MetaReply {
     match result {
@@ -299,6 +309,9 @@ fn reply_of(result: WriteResult) -> MetaReply {
         Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
             MetaReply::Refused(e.to_string())
         }
+        // Discarded by a leader change, or a precondition we never set:
+        // the requester asks again.
+        Err(RaftError::APIError(e)) => MetaReply::Retry(e.to_string()),
         // Stopped or broken here; another node may lead.
         Err(RaftError::Fatal(e)) => MetaReply::Retry(e.to_string()),
     }

@@ -13,6 +13,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::{BasicNode, Raft};
 use store_redb::LogStore;
 use tokio::sync::watch;
@@ -24,7 +25,7 @@ use super::types::{MetaRaft, MetaRequest, META_GROUP, META_GROUP_NAME};
 use crate::net::NodeId;
 use crate::net::NodeTransport;
 use crate::raft::network::GroupNetwork;
-use crate::raft::PurgeGatedLog;
+use crate::raft::{PurgeGatedLog, SnapshotReceiver};
 
 /// Settings of the metadata group (the Raft timings come with the
 /// `openraft::Config` passed to [`Metadata::open`]).
@@ -97,13 +98,18 @@ pub enum MetaError {
 /// This node's replica of the cluster metadata.
 pub struct Metadata {
     pub(super) node_id: NodeId,
-    pub(super) raft: Raft<MetaRaft>,
+    pub(super) raft: Raft<MetaRaft, MetaStateMachine>,
     shared: Arc<Shared>,
     pub(super) transport: Arc<dyn NodeTransport>,
     pub(super) options: MetaOptions,
     /// Set by a graceful stop: execute no more requests (`handoff.rs`).
     pub(super) stopping: AtomicBool,
+    /// A snapshot the leader is streaming here (`raft::snapshot_stream`).
+    pub(super) snapshot_in: SnapshotReceiver<Vec<u8>>,
 }
+
+/// Bytes of one metadata snapshot chunk (the state is small: usually one).
+const META_SNAPSHOT_CHUNK_BYTES: usize = 1024 * 1024;
 
 impl Metadata {
     /// Open this node's replica of the metadata group: its log is group
@@ -138,12 +144,13 @@ impl Metadata {
             store.group::<MetaRaft>(META_GROUP)?,
             shared.snapshot_cover.subscribe(),
         );
-        let network = GroupNetwork {
-            transport: transport.clone(),
+        let network = GroupNetwork::new(
+            transport.clone(),
             node_id,
-            group: META_GROUP,
-            queue: META_GROUP_NAME.to_owned(),
-        };
+            META_GROUP,
+            META_GROUP_NAME.to_owned(),
+            META_SNAPSHOT_CHUNK_BYTES,
+        );
         let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
             .map_err(|e| MetaError::Raft(e.to_string()))?;
@@ -169,6 +176,7 @@ impl Metadata {
             transport,
             options,
             stopping: AtomicBool::new(false),
+            snapshot_in: SnapshotReceiver::default(),
         }))
     }
 
@@ -209,20 +217,20 @@ impl Metadata {
 
     /// The metadata group's leader as this node last saw it (no IO).
     pub fn leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow().current_leader
+        self.raft.metrics().borrow_watched().current_leader
     }
 
     /// The metadata group's term, log and applied index and leader on
     /// this node (no IO).
     pub fn raft_status(&self) -> crate::raft::RaftStatus {
-        crate::raft::RaftStatus::of(&self.raft.metrics().borrow())
+        crate::raft::RaftStatus::of(&self.raft.metrics().borrow_watched())
     }
 
     /// The metadata group's voters in this node's latest membership.
     pub fn voters(&self) -> BTreeSet<NodeId> {
         self.raft
             .metrics()
-            .borrow()
+            .borrow_watched()
             .membership_config
             .membership()
             .voter_ids()
@@ -352,7 +360,7 @@ impl Metadata {
     /// an error (a storage failure): it then serves nothing until the node
     /// restarts. See `crate::raft::core_fault`.
     pub(crate) fn core_fault(&self) -> Option<String> {
-        crate::raft::core_fault(&self.raft.metrics().borrow())
+        crate::raft::core_fault(&self.raft.metrics().borrow_watched())
     }
 
     /// Build a snapshot now (maintenance and tests; openraft also builds

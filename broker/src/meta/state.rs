@@ -78,6 +78,21 @@ pub enum MetaCommand {
     },
 }
 
+/// openraft 0.10 logs an entry's data with `Display`.
+impl std::fmt::Display for MetaCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetaCommand::AddNode { id, info } => write!(f, "add-node({id}, {})", info.fabric),
+            MetaCommand::RemoveNode { id } => write!(f, "remove-node({id})"),
+            MetaCommand::DeclareQueue { name, .. } => write!(f, "declare({name})"),
+            MetaCommand::DeleteQueue { name } => write!(f, "delete({name})"),
+            MetaCommand::SetQueueMembers { name, members } => {
+                write!(f, "set-members({name}, {members:?})")
+            }
+        }
+    }
+}
+
 /// What applying a command answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetaResponse {

@@ -5,34 +5,27 @@
 //! `<dir>/snapshot.bin` (temporary file, fsync, rename), so a restarted
 //! node loads it and replays only the log after it.
 
-// openraft's StorageError is large; it is openraft's type to return.
-#![allow(clippy::result_large_err)]
-
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{
-    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership,
-};
+use futures_util::{Stream, StreamExt};
+use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder, StoredMembership};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::state::{ClusterState, MetaResponse};
 use super::types::MetaRaft;
-use crate::net::NodeId;
 use crate::raft::SnapshotCover;
 
 /// What the state machine holds.
 #[derive(Default)]
 pub(crate) struct Inner {
     pub(crate) state: ClusterState,
-    pub(crate) last_applied: Option<LogId<NodeId>>,
-    pub(crate) membership: StoredMembership<NodeId, BasicNode>,
-    /// Snapshots built so far by this node (for unique snapshot ids).
-    n_snapshots: u64,
+    pub(crate) last_applied: Option<LogIdOf<MetaRaft>>,
+    pub(crate) membership: StoredMembershipOf<MetaRaft>,
 }
 
 /// State shared by the state machine (apply) and the `Metadata` handle
@@ -74,7 +67,10 @@ impl Shared {
     }
 }
 
-type Meta = SnapshotMeta<NodeId, BasicNode>;
+type Meta = SnapshotMetaOf<MetaRaft>;
+
+/// A metadata snapshot: meta and the sealed state.
+type MetaSnapshot = SnapshotOf<MetaRaft, Cursor<Vec<u8>>>;
 
 /// File holding the latest snapshot.
 const SNAPSHOT_FILE: &str = "snapshot.bin";
@@ -93,16 +89,16 @@ pub(super) struct FileBody {
 #[error("{0}")]
 struct Corrupt(String);
 
-fn io_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
-    StorageIOError::write_snapshot(None, AnyError::new(&e)).into()
+fn io_error(e: impl std::error::Error + Send + Sync + 'static) -> std::io::Error {
+    std::io::Error::other(e)
 }
 
-fn read_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
-    StorageIOError::read_snapshot(None, AnyError::new(&e)).into()
+fn read_error(e: impl std::error::Error + Send + Sync + 'static) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, e)
 }
 
 /// `MAGIC`, postcard `value`, CRC32C of both (LE).
-pub(super) fn seal<T: Serialize>(value: &T) -> Result<Vec<u8>, StorageError<NodeId>> {
+pub(super) fn seal<T: Serialize>(value: &T) -> Result<Vec<u8>, std::io::Error> {
     let mut out = MAGIC.to_vec();
     out.extend_from_slice(&postcard::to_allocvec(value).map_err(io_error)?);
     let crc = crc32c::crc32c(&out);
@@ -111,9 +107,7 @@ pub(super) fn seal<T: Serialize>(value: &T) -> Result<Vec<u8>, StorageError<Node
 }
 
 /// The inverse of [`seal`], refusing bad magic, truncation and bit flips.
-pub(super) fn unseal<T: serde::de::DeserializeOwned>(
-    data: &[u8],
-) -> Result<T, StorageError<NodeId>> {
+pub(super) fn unseal<T: serde::de::DeserializeOwned>(data: &[u8]) -> Result<T, std::io::Error> {
     if data.len() < MAGIC.len() + 4 || &data[..MAGIC.len()] != MAGIC {
         return Err(read_error(Corrupt("metadata snapshot truncated".into())));
     }
@@ -149,7 +143,7 @@ impl MetaStateMachine {
     pub(crate) fn open(
         dir: &Path,
         shared: Arc<Shared>,
-    ) -> Result<MetaStateMachine, StorageError<NodeId>> {
+    ) -> Result<MetaStateMachine, std::io::Error> {
         std::fs::create_dir_all(dir).map_err(io_error)?;
         let machine = MetaStateMachine {
             shared,
@@ -161,7 +155,7 @@ impl MetaStateMachine {
                 machine
                     .shared
                     .snapshot_cover
-                    .recorded(body.meta.last_log_id.as_ref());
+                    .recorded(body.meta.last_log_id.map(|l| l.index));
                 machine.install(&body.meta, body.state);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -181,7 +175,7 @@ impl MetaStateMachine {
         self.shared.publish(version);
     }
 
-    async fn store(&self, body: &FileBody) -> Result<(), StorageError<NodeId>> {
+    async fn store(&self, body: &FileBody) -> Result<(), std::io::Error> {
         let file = seal(body)?;
         let dir = self.dir.clone();
         tokio::task::spawn_blocking(move || write_durably(&dir, SNAPSHOT_FILE, &file))
@@ -190,24 +184,20 @@ impl MetaStateMachine {
             .map_err(io_error)?;
         self.shared
             .snapshot_cover
-            .recorded(body.meta.last_log_id.as_ref());
+            .recorded(body.meta.last_log_id.map(|l| l.index));
         Ok(())
     }
 }
 
 impl RaftSnapshotBuilder<MetaRaft> for MetaStateMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<MetaRaft>, StorageError<NodeId>> {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn build_snapshot(&mut self) -> Result<MetaSnapshot, std::io::Error> {
         let body = {
-            let mut inner = self.shared.lock();
-            inner.n_snapshots += 1;
-            let meta = SnapshotMeta {
+            let inner = self.shared.lock();
+            let meta = Meta {
                 last_log_id: inner.last_applied,
                 last_membership: inner.membership.clone(),
-                snapshot_id: format!(
-                    "{}-{}",
-                    inner.last_applied.map_or(0, |l| l.index),
-                    inner.n_snapshots
-                ),
             };
             FileBody {
                 meta,
@@ -216,33 +206,38 @@ impl RaftSnapshotBuilder<MetaRaft> for MetaStateMachine {
         };
         self.store(&body).await?;
         let data = seal(&body.state)?;
-        Ok(Snapshot {
+        Ok(MetaSnapshot {
             meta: body.meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Cursor::new(data),
         })
     }
 }
 
 impl RaftStateMachine<MetaRaft> for MetaStateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
-    {
+    ) -> Result<(Option<LogIdOf<MetaRaft>>, StoredMembershipOf<MetaRaft>), std::io::Error> {
         let inner = self.shared.lock();
         Ok((inner.last_applied, inner.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<MetaResponse>, StorageError<NodeId>>
+    async fn apply<S>(&mut self, mut stream: S) -> Result<(), std::io::Error>
     where
-        I: IntoIterator<Item = Entry<MetaRaft>> + Send,
-        I::IntoIter: Send,
+        S: Stream<Item = Result<EntryResponder<MetaRaft>, std::io::Error>> + Unpin + Send,
     {
+        // Taken off the stream first: the lock is never held across an
+        // await.
+        let mut entries = Vec::new();
+        while let Some(item) = stream.next().await {
+            entries.push(item?);
+        }
         let mut responses = Vec::new();
         let version = {
             let mut inner = self.shared.lock();
-            for entry in entries {
+            for (entry, responder) in entries {
                 inner.last_applied = Some(entry.log_id);
                 let response = match entry.payload {
                     EntryPayload::Blank => MetaResponse::Done,
@@ -258,29 +253,28 @@ impl RaftStateMachine<MetaRaft> for MetaStateMachine {
                         MetaResponse::Done
                     }
                 };
-                responses.push(response);
+                if let Some(responder) = responder {
+                    responses.push((responder, response));
+                }
             }
             inner.state.version
         };
         self.shared.publish(version);
-        Ok(responses)
+        for (responder, response) in responses {
+            responder.send(response);
+        }
+        Ok(())
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(
-        &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
-    }
-
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<Cursor<Vec<u8>>>,
-    ) -> Result<(), StorageError<NodeId>> {
+        snapshot: Cursor<Vec<u8>>,
+    ) -> Result<(), std::io::Error> {
         let state: ClusterState = unseal(snapshot.get_ref())?;
         let body = FileBody {
             meta: meta.clone(),
@@ -293,9 +287,7 @@ impl RaftStateMachine<MetaRaft> for MetaStateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(
-        &mut self,
-    ) -> Result<Option<Snapshot<MetaRaft>>, StorageError<NodeId>> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<MetaSnapshot>, std::io::Error> {
         let path = self.dir.join(SNAPSHOT_FILE);
         let file = match tokio::fs::read(&path).await {
             Ok(file) => file,
@@ -304,9 +296,9 @@ impl RaftStateMachine<MetaRaft> for MetaStateMachine {
         };
         let body: FileBody = unseal(&file)?;
         let data = seal(&body.state)?;
-        Ok(Some(Snapshot {
+        Ok(Some(MetaSnapshot {
             meta: body.meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Cursor::new(data),
         }))
     }
 }

@@ -2,8 +2,6 @@
 //! ([`MetaRaft`]), its reserved group id, and the requests a node that does
 //! not lead the group forwards to the one that does.
 
-use std::io::Cursor;
-
 use serde::{Deserialize, Serialize};
 
 use super::state::{MetaCommand, MetaResponse, NodeInfo};
@@ -25,9 +23,6 @@ openraft::declare_raft_types!(
         R = MetaResponse,
         NodeId = NodeId,
         Node = openraft::BasicNode,
-        Entry = openraft::Entry<MetaRaft>,
-        SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = openraft::TokioRuntime,
 );
 
 /// What a node asks the metadata leader to do ([`crate::raft::RpcKind::MetaPropose`]).

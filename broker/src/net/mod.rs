@@ -51,8 +51,10 @@ pub struct Envelope {
 /// 2 = the quorum log's `Command::Purge` (in append-entries) and the admin
 /// requests `DeleteQueue` / `PurgeQueue`; 3 = the quorum log's
 /// `Command::Transact` and the forwarding request `ToServer::Commit`
-/// (local transactions).
-pub const WIRE_VERSION: u32 = 3;
+/// (local transactions); 4 = openraft 0.10's RPCs (append-entries and
+/// vote re-encoded, install-snapshot as our own chunks, transfer-leader
+/// added): a 0.1 node and a 0.2 node refuse each other.
+pub const WIRE_VERSION: u32 = 4;
 
 /// The envelope kinds. Raft kinds travel by `call`; forwarding uses both.
 pub mod kind {
@@ -65,6 +67,9 @@ pub mod kind {
     /// A change for the cluster-metadata group's leader, forwarded by a
     /// node that does not lead it (see `crate::meta`), by `call`.
     pub const META_PROPOSE: u32 = 4;
+    /// Raft transfer-leader (openraft 0.10: the leader tells every voter
+    /// which one is to take over), by `call`.
+    pub const RAFT_TRANSFER_LEADER: u32 = 5;
     /// Forwarding control requests (locate a leader, probe links, audit
     /// liveness), by `call`.
     pub const FORWARD_CALL: u32 = 16;

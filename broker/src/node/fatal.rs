@@ -18,6 +18,7 @@
 //! error of its own (a snapshot or segment file) while the store stays
 //! healthy.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -155,7 +156,7 @@ fn group_fault(
     }
     let quorum = quorum.upgrade().ok_or(Gone)?;
     for queue in quorum.queues() {
-        if let Some(reason) = crate::raft::core_fault(&queue.raft.metrics().borrow()) {
+        if let Some(reason) = crate::raft::core_fault(&queue.raft.metrics().borrow_watched()) {
             return Ok(Some(FatalError::RaftGroup {
                 group: queue.address().to_string(),
                 reason,

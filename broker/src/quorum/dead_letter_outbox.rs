@@ -23,6 +23,7 @@
 //!
 //! It knows the dead-letter queue only as an address handed to the router.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -149,12 +150,23 @@ pub(super) async fn send_dead_letters(
     let (sink, mut events) = Sink::channel();
     let mut in_flight: HashMap<u64, Instant> = HashMap::new();
     let mut confirmed: Vec<u64> = Vec::new();
-    let mut metrics = raft.metrics();
+    // Server metrics change only with the state, leader, vote or
+    // membership; the full metrics are sent on every pass of openraft
+    // 0.10's core loop (ticks every heartbeat_interval * 13/64), which
+    // woke this task about ten times a second per group for nothing.
+    let mut metrics = raft.server_metrics();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Nothing in the outbox and nothing in flight: nothing to look at
+        // until the outbox gets an entry (`dead_letter_wake`) or the
+        // leadership changes (the metrics below). The tick ran for every
+        // replica of every group four times a second: 12% of the idle CPU
+        // of 300 groups on three in-process nodes, once openraft's own
+        // ticks were gone (`follower_tick.rs`).
+        let idle = in_flight.is_empty() && shared.lock().index.dead_letters().outbox_len() == 0;
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tick.tick(), if !idle => {}
             _ = shared.dead_letter_wake.notified() => {}
             event = events.recv() => {
                 if let Some(event) = event {

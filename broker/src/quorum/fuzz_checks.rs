@@ -228,19 +228,14 @@ fn sample_index(all_resident: bool) -> MessageIndex {
 /// writers: the starting corpus.
 pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut seeds = Vec::new();
-    let meta = openraft::SnapshotMeta {
-        last_log_id: Some(openraft::LogId::new(
-            openraft::CommittedLeaderId::new(2, 1),
-            77,
-        )),
+    use openraft::vote::leader_id_adv::CommittedLeaderId;
+    use openraft::vote::RaftLeaderId;
+    let meta = openraft::alias::SnapshotMetaOf::<super::QueueRaft> {
+        last_log_id: Some(openraft::LogId::new(CommittedLeaderId::new(2, 1), 77)),
         last_membership: openraft::StoredMembership::new(
-            Some(openraft::LogId::new(
-                openraft::CommittedLeaderId::new(1, 1),
-                1,
-            )),
-            openraft::Membership::new(vec![[1u64, 2, 3].into()], None),
+            Some(openraft::LogId::new(CommittedLeaderId::new(1, 1), 1)),
+            openraft::Membership::new_with_defaults(vec![[1u64, 2, 3].into()], []),
         ),
-        snapshot_id: "2-1-77-3".to_owned(),
     };
     for (index, generation) in [(MessageIndex::default(), 0), (sample_index(false), 7)] {
         let mut file = vec![0u8];

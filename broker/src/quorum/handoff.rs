@@ -2,36 +2,27 @@
 //! ([`QuorumNode::move_leadership`]) and on a graceful stop
 //! ([`QuorumNode::shutdown`]).
 //!
-//! openraft 0.9 has no transfer-leader call, and a voter rejects a vote
-//! request while its leader lease (`election_timeout_max`) has not run out
-//! since it last heard from the leader (`Engine::handle_vote_req`). What
-//! it does allow: a leader whose own vote was committed more than a lease
-//! ago grants a higher-term candidate with an equal log (a leader does
-//! not refresh its own vote time), and a leader that sees a higher vote
-//! in a heartbeat answer steps down. So the hand-off is:
+//! On openraft 0.10 the hand-off is its `transfer_leader`:
 //!
 //! 1. the leader holds its proposer and settlement batcher (publishes
 //!    wait in order) and waits out the proposals already on their way
 //!    (`hold.rs`), so its log stops growing at a known index;
 //! 2. waits (bounded, [`CATCH_UP`]) until the target has matched its last
-//!    log index (and it has applied it);
-//! 3. asks the target (a `Request::Elect` over the node transport) to
-//!    campaign: `trigger().elect()`, repeated every half election time-out
-//!    until it wins or sees another new leader, bounded by a lease plus
-//!    two election time-outs. The old leader grants at once (or steps down
-//!    on the first rejected heartbeat and then grants); the other voters
-//!    only after their lease, which matters only when the old leader can
-//!    not answer (see below);
-//! 4. waits until it no longer leads, then lets the held batches go: they
-//!    fail with "not leader" and the publishers hear `released`, so their
-//!    routed queues send them again to the new leader.
+//!    log index (and it has applied it): openraft's target refuses to
+//!    take over with a shorter log;
+//! 3. `trigger().transfer_leader(target)`: the leader drops its lease and
+//!    tells every voter (`RpcKind::TransferLeader`); the voters drop
+//!    theirs and the target starts an election at once, which every
+//!    voter grants;
+//! 4. waits (bounded) until it no longer leads, then lets the held
+//!    batches go: they fail with "not leader" and the publishers hear
+//!    `released`, so their routed queues send them again to the new
+//!    leader.
 //!
-//! Re-opening the old leader's Raft (the brief's first idea) would not
-//! make it a follower: 0.9's `Engine::startup` restores a node that was
-//! leader as leader at once. A stopping node whose transport handler is
-//! already unregistered cannot answer the vote, so there the new leader
-//! needs another voter's grant, which comes once that voter's lease ran
-//! out after the last heartbeat: a pause of about `election_timeout_max`.
+//! On 0.9 there was no transfer: the leader waited out its own lease and
+//! asked the target to campaign (a `Request::Elect` over the forwarding
+//! protocol, `QuorumNode::campaign`, still answered for a node that asks
+//! it). The transfer needs neither the wait nor the extra round trip.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -44,11 +35,12 @@ use super::node::{QuorumError, QuorumNode};
 use super::placement::leads;
 use super::queue::QuorumQueue;
 use super::stop_snapshot;
+use super::types::{Command, QueueRaft, SettleKind};
 use crate::net::NodeId;
 use crate::queue::{Queue, QueueAddress};
-use crate::raft::leadership::{
-    campaign, held_at, leads_now, wait_caught_up, wait_out_own_lease, Metrics,
-};
+use openraft::async_runtime::watch::WatchReceiver;
+
+use crate::raft::leadership::{campaign, held_at, leads_now, wait_caught_up};
 
 /// How long the leader waits for the target to match its log.
 const CATCH_UP: Duration = Duration::from_secs(2);
@@ -151,7 +143,7 @@ impl QuorumNode {
         };
         let voters: Vec<NodeId> = {
             let metrics = queue.metrics();
-            let m = metrics.borrow();
+            let m = metrics.borrow_watched();
             if !(m.state == ServerState::Leader && m.current_leader == Some(me)) {
                 return Err(QuorumError::NotLeader(address.clone(), m.current_leader));
             }
@@ -210,77 +202,38 @@ impl QuorumNode {
         address: &str,
         stopping: bool,
     ) -> Result<(NodeId, Option<NodeId>), String> {
+        let me = self.node_id;
         let mut metrics = queue.metrics();
+        // openraft 0.10's target takes a transfer only once its flushed log
+        // reaches the leader's last log id, and a replica restarted since
+        // its last log write has no flushed log id at all (`IOState::new`)
+        // until an entry reaches it: a follower that caught up by a
+        // snapshot before a restart refused every transfer (crash test
+        // `install-recorded`). An empty settlement (applied as nothing)
+        // makes sure one does; `wait_caught_up` below waits for it there.
+        // Bounded: a leader cut off from its quorum commits nothing.
+        let empty = Command::Settle {
+            ids: Vec::new(),
+            kind: SettleKind::Remove,
+        };
+        tokio::time::timeout(self.transfer_limit(), queue.raft.client_write(empty))
+            .await
+            .map_err(|_| "no quorum for an entry before the transfer".to_string())?
+            .map_err(|e| format!("no entry before the transfer: {e}"))?;
         // The last proposals submitted before the hold may still be queued
         // for openraft's core: see `held_at`.
         let held_at = held_at(&queue.raft, &mut metrics).await?;
-        let target = wait_caught_up(&mut metrics, held_at, to, voters, CATCH_UP).await?;
-        let limit = self.campaign_limit();
-        // A leader refuses any vote while its own vote is younger than a
-        // lease (and does not refresh it while it leads): right after an
-        // election, wait until that has passed, so the target's first
-        // campaign is granted at once instead of duelling (bounded by
-        // one lease; proposals stay held meanwhile).
-        let lease = Duration::from_millis(self.raft_config.election_timeout_max);
-        wait_out_own_lease(&queue.raft, lease).await?;
-        // While the target campaigns, this node must not campaign itself
-        // once it has stepped down: two candidates that keep raising the
-        // term refresh their own votes in turn and can starve each other
-        // for many rounds. Elections come back on in every outcome below.
-        queue.raft.runtime_config().elect(false);
-        let result = self
-            .campaign_held(target, address, stopping, limit, &mut metrics)
-            .await;
-        queue.raft.runtime_config().elect(true);
-        result
-    }
-
-    /// Step 3-4 of [`Self::hand_off_held`]: the target's campaign and this
-    /// node's step-down.
-    async fn campaign_held(
-        &self,
-        target: NodeId,
-        address: &str,
-        stopping: bool,
-        limit: Duration,
-        metrics: &mut tokio::sync::watch::Receiver<Metrics>,
-    ) -> Result<(NodeId, Option<NodeId>), String> {
-        let me = self.node_id;
-        // A task of its own: on an in-process transport the target's
-        // campaign runs in the caller's future, and a stopping node lets it
-        // go on after it has stopped waiting.
-        let mut call = {
-            let asked = match self.peers.get() {
-                Some(peers) => {
-                    peers.ask_to_elect(target, address.to_owned(), limit + Duration::from_secs(1))
-                }
-                None => Box::pin(async { Err("no route to other nodes".to_owned()) }),
-            };
-            tokio::spawn(asked)
-        };
-        let answer_wait = if stopping {
-            // About what a campaign needs when this node cannot vote.
-            Duration::from_millis(
-                self.raft_config.election_timeout_max + self.raft_config.heartbeat_interval,
-            )
-        } else {
-            limit + Duration::from_secs(1)
-        };
-        let elected = match tokio::time::timeout(answer_wait, &mut call).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(join)) => Err(join.to_string()),
-            Err(_) => Err(format!(
-                "no answer within {answer_wait:?}; still campaigning"
-            )),
-        };
-        if stopping {
-            return Ok((target, elected.ok()));
-        }
-        if let Err(error) = &elected {
-            tracing::warn!(queue = %address, target, %error, "target did not win");
-        }
+        let target =
+            wait_caught_up::<QueueRaft>(&mut metrics, held_at, to, voters, CATCH_UP).await?;
+        queue
+            .raft
+            .trigger()
+            .transfer_leader(target)
+            .await
+            .map_err(|e| format!("the group stopped: {e}"))?;
         // Release the held batches only once this node has stepped down,
         // so they are refused instead of appended at the old term.
+        let limit = self.transfer_limit();
         let stepped_down = tokio::time::timeout(limit, async {
             loop {
                 if !leads_now(&metrics.borrow_and_update(), me) {
@@ -292,21 +245,30 @@ impl QuorumNode {
             }
         })
         .await;
-        // This node may not have heard from the winner yet: prefer its word.
-        let leader = elected
-            .as_ref()
-            .ok()
-            .copied()
-            .or(metrics.borrow().current_leader);
-        match (elected, stepped_down) {
-            (_, Ok(())) => Ok((target, leader.filter(|l| *l != me))),
-            (Err(error), Err(_)) => Err(format!("node {target}: {error}; still leading")),
-            (Ok(_), Err(_)) => Err(format!("node {target} won but this node still leads")),
+        let leader = metrics.borrow_watched().current_leader.filter(|l| *l != me);
+        match stepped_down {
+            Ok(()) => Ok((target, leader)),
+            // The group is shut down next; the target may still win.
+            Err(_) if stopping => Ok((target, None)),
+            Err(_) => {
+                tracing::warn!(queue = %address, target, "target did not take over");
+                Err(format!(
+                    "node {target} did not take over within {limit:?}; still leading"
+                ))
+            }
         }
     }
 
-    /// How long a campaign may take: the other voters' lease may have to
-    /// run out first (see the module documentation), then an election.
+    /// How long a transfer may take: the target's election, one vote
+    /// round, with room for a busy node.
+    fn transfer_limit(&self) -> Duration {
+        Duration::from_millis(
+            self.raft_config.election_timeout_max + self.raft_config.heartbeat_interval * 2,
+        )
+    }
+
+    /// How long a campaign (0.9's hand-off, still answered) may take: the
+    /// other voters' lease may have to run out first, then an election.
     fn campaign_limit(&self) -> Duration {
         Duration::from_millis(
             self.raft_config.election_timeout_max * 3 + self.raft_config.heartbeat_interval,

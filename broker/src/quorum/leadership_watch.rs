@@ -6,7 +6,7 @@
 //! Leading here means more than openraft's `ServerState::Leader`: a
 //! leader that has had no acknowledgement from a quorum for an election
 //! time-out (`election_timeout_max`) stops serving (check-quorum, which
-//! openraft 0.9 lacks). Cut off from the other replicas it cannot commit
+//! openraft lacks). Cut off from the other replicas it cannot commit
 //! anything, while they elect a new leader; serving on would keep its
 //! clients waiting on publishes that time out and consumers that get
 //! nothing, instead of sending their links to the new leader.
@@ -23,6 +23,12 @@ use crate::codec::definitions::condition;
 use crate::net::NodeId;
 use crate::queue::QueueEventKind;
 use crate::raft::leadership::Metrics;
+use openraft::async_runtime::watch::WatchReceiver;
+
+use super::types::QueueRaft;
+
+/// This group's metrics.
+type QueueMetrics = Metrics<QueueRaft>;
 
 /// Whether the metrics say this node leads.
 /// `Some(last log index)` while this node leads, as openraft reports it
@@ -31,7 +37,7 @@ use crate::raft::leadership::Metrics;
 pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId) -> Option<u64> {
     let window = raft.config().election_timeout_max;
     let m = raft.metrics();
-    let m = m.borrow();
+    let m = m.borrow_watched();
     leading_with_quorum(&m, node_id, window)
 }
 
@@ -41,15 +47,18 @@ pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId) -> Option<u64>
 /// heartbeat intervals), so it is at most that stale. A leader alone in
 /// its group acknowledges itself; one just elected has no figure yet and
 /// counts (its votes were the acknowledgement).
-fn leading_with_quorum(m: &Metrics, node_id: NodeId, window_ms: u64) -> Option<u64> {
+fn leading_with_quorum(m: &QueueMetrics, node_id: NodeId, window_ms: u64) -> Option<u64> {
     let leads = m.state == ServerState::Leader && m.current_leader == Some(node_id);
+    // Reported at every turn of openraft's loop (0.10 keeps the figure,
+    // deprecated for `last_quorum_acked`, and reports 0 for a leader alone).
+    #[allow(deprecated)]
     let heard = m.millis_since_quorum_ack.is_none_or(|ms| ms <= window_ms);
     (leads && heard).then(|| m.last_log_index.unwrap_or(0))
 }
 
 /// Whether openraft says this node leads, but without a quorum's recent
 /// acknowledgement (so [`leadership`] says no).
-pub(super) fn leads_without_quorum(m: &Metrics, node_id: NodeId, window_ms: u64) -> bool {
+pub(super) fn leads_without_quorum(m: &QueueMetrics, node_id: NodeId, window_ms: u64) -> bool {
     m.state == ServerState::Leader
         && m.current_leader == Some(node_id)
         && leading_with_quorum(m, node_id, window_ms).is_none()
@@ -111,6 +120,7 @@ pub(super) async fn watch_leadership(
     queue: String,
 ) {
     let mut metrics = raft.metrics();
+    let mut server = raft.server_metrics();
     let window = raft.config().election_timeout_max;
     let mut cut_off = false;
     let mut known_leader = None;
@@ -125,6 +135,7 @@ pub(super) async fn watch_leadership(
                 leading_with_quorum(&m, node_id, window),
                 m.current_term,
                 m.last_applied.map(|l| l.index) >= m.last_log_index,
+                #[allow(deprecated)]
                 leads_without_quorum(&m, node_id, window)
                     .then_some(m.millis_since_quorum_ack)
                     .flatten(),
@@ -147,11 +158,36 @@ pub(super) async fn watch_leadership(
         if leading.is_some() {
             shared.lock().confirm_missing(&queue, log_applied);
         }
+        // A follower waits for a change of state, leader or vote (server
+        // metrics), not for every pass of openraft 0.10's core loop: it
+        // sends the full metrics each pass (a tick every heartbeat_interval
+        // * 13/64), which woke this task ten times a second per group for
+        // nothing on the two follower replicas of every group. A leader
+        // follows every pass: its quorum-acknowledgement figure moves.
+        let state = metrics.borrow_watched().state;
+        // A new candidate needs openraft's tick, which a quiet follower
+        // goes without (`follower_tick.rs`).
+        super::follower_tick::tick_if_candidate(&raft, state);
+        let following = leading.is_none() && !state.is_leader();
+        if following {
+            server.borrow_and_update();
+        }
         // The same task serves the state machine's snapshot requests: it
         // holds the Raft handle and ends with the group.
         loop {
             tokio::select! {
-                changed = metrics.changed() => {
+                changed = server.changed(), if following => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    // The full metrics are sent right after the server
+                    // metrics, in the same pass: read those.
+                    if metrics.changed().await.is_err() {
+                        return;
+                    }
+                    break;
+                }
+                changed = metrics.changed(), if !following => {
                     if changed.is_err() {
                         return;
                     }
@@ -171,8 +207,9 @@ pub(super) async fn watch_leadership(
 mod tests {
     use super::*;
 
-    fn leader_metrics(me: NodeId, since_ack: Option<u64>) -> Metrics {
-        let mut m = Metrics::new_initial(me);
+    #[allow(deprecated)]
+    fn leader_metrics(me: NodeId, since_ack: Option<u64>) -> QueueMetrics {
+        let mut m = QueueMetrics::new_initial(me);
         m.state = ServerState::Leader;
         m.current_leader = Some(me);
         m.last_log_index = Some(7);

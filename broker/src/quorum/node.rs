@@ -161,6 +161,10 @@ impl QuorumNode {
             // nodes); at openraft's 3 MiB that put the leader of a 1M
             // queue past 150 MiB while it streamed to a wiped follower.
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
+            // A follower with a replaced disk may rejoin, its log gone back.
+            allow_log_reversion: Some(true),
+            // A restarted leader campaigns like any other node (not restored).
+            enable_leader_restore: Some(false),
             ..openraft::Config::default()
         }
         .validate()
@@ -186,6 +190,7 @@ impl QuorumNode {
             sweep_soon: Arc::new(tokio::sync::Notify::new()),
             dead_letter_router: Arc::default(),
         });
+        super::follower_tick::spawn(Arc::downgrade(&node), &node.raft_config);
         queues::spawn_watcher(
             &node.alarm,
             data_dir.to_path_buf(),
@@ -386,12 +391,13 @@ impl QuorumNode {
             self.store.group::<QueueRaft>(group)?,
             shared.snapshot_cover.subscribe(),
         );
-        let network = GroupNetwork {
-            transport: self.transport.clone(),
-            node_id: self.node_id,
+        let network = GroupNetwork::new(
+            self.transport.clone(),
+            self.node_id,
             group,
-            queue: name.to_owned(),
-        };
+            name.to_owned(),
+            SNAPSHOT_CHUNK_BYTES as usize,
+        );
         let raft = Raft::new(
             self.node_id,
             self.raft_config.clone(),
@@ -499,14 +505,13 @@ impl QuorumNode {
             RpcKind::AppendEntries => {
                 let request: openraft::raft::AppendEntriesRequest<super::types::QueueRaft> =
                     postcard::from_bytes(payload).map_err(decode)?;
-                let leader = request.vote.leader_id().voted_for();
+                let leader = request.vote.leader_id().node_id;
                 let response = raft.append_entries(request).await;
                 // Taken (not refused for a higher vote): the sender leads
                 // this replica, and is alive (see `leader_contact.rs`).
-                if let (Ok(r), Some(leader)) = (&response, leader) {
-                    if !matches!(r, openraft::raft::AppendEntriesResponse::HigherVote(_)) {
-                        queue.note_leader_contact(leader);
-                    }
+                use openraft::raft::AppendEntriesResponse::HigherVote;
+                if matches!(&response, Ok(r) if !matches!(r, HigherVote(_))) {
+                    queue.note_leader_contact(leader);
                 }
                 encode(&response)
             }
@@ -515,9 +520,17 @@ impl QuorumNode {
                     .vote(postcard::from_bytes(payload).map_err(decode)?)
                     .await,
             ),
-            RpcKind::InstallSnapshot => encode(
+            RpcKind::InstallSnapshot => {
+                let chunk = postcard::from_bytes(payload).map_err(decode)?;
+                let dir = self.group_dir(envelope.channel);
+                let staging = move || {
+                    super::replica_files::incoming_file(&dir).map(super::snapshot_data::Staging)
+                };
+                encode(&queue.shared.snapshot_in.take(raft, chunk, staging).await)
+            }
+            RpcKind::TransferLeader => encode(
                 &raft
-                    .install_snapshot(postcard::from_bytes(payload).map_err(decode)?)
+                    .handle_transfer_leader(postcard::from_bytes(payload).map_err(decode)?)
                     .await,
             ),
             // Only the metadata group takes these; its group id never

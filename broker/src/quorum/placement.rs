@@ -15,6 +15,7 @@
 //!   set), retried on the next change or tick; a node no longer a member
 //!   stops its replica once the group no longer counts it.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -170,7 +171,7 @@ impl QuorumNode {
         let desired: BTreeSet<NodeId> = info.members.iter().copied().collect();
         let voters: BTreeSet<NodeId> = {
             let metrics = queue.metrics();
-            let m = metrics.borrow();
+            let m = metrics.borrow_watched();
             m.membership_config.membership().voter_ids().collect()
         };
         if desired.is_empty() || desired == voters {
@@ -230,11 +231,13 @@ impl QuorumNode {
         let group = group_id(queue.address().name());
         let still_voter = {
             let metrics = queue.metrics();
-            let m = metrics.borrow();
-            m.membership_config
+            let m = metrics.borrow_watched();
+            let voter = m
+                .membership_config
                 .membership()
                 .voter_ids()
-                .any(|id| id == self.node_id)
+                .any(|id| id == self.node_id);
+            voter
         };
         let since = *self
             .lock_retiring()
@@ -261,7 +264,7 @@ impl QuorumNode {
 /// Whether this node leads the queue's group now.
 pub(super) fn leads(queue: &QuorumQueue, me: NodeId) -> bool {
     let metrics = queue.metrics();
-    let m = metrics.borrow();
+    let m = metrics.borrow_watched();
     m.state == ServerState::Leader && m.current_leader == Some(me)
 }
 

@@ -4,6 +4,7 @@
 //! committed (or `released` when it cannot be). The time from proposal to
 //! commit of each entry goes into the node's commit-latency histogram.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,7 +106,7 @@ pub(super) async fn propose_in_order(
             return;
         };
         let proposed_at = Instant::now();
-        let submitted = raft.client_write_ff(command).await;
+        let submitted = super::submit::write_ff(&raft, command).await;
         drop(pass);
         let committed = match submitted {
             Ok(committed) => committed,

@@ -4,6 +4,7 @@
 //! the leader's dispatcher; settlements are batched and replicated so a new
 //! leader never redelivers what was already accepted.
 
+use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -197,18 +198,22 @@ impl QuorumQueue {
     pub(super) fn not_leader(&self) -> QueueError {
         QueueError::NotLeader {
             queue: self.address.to_string(),
-            leader: self.raft.metrics().borrow().current_leader,
+            leader: self.raft.metrics().borrow_watched().current_leader,
         }
     }
 
     /// The index of the last log entry this replica applied.
     pub fn applied_index(&self) -> Option<u64> {
-        self.raft.metrics().borrow().last_applied.map(|l| l.index)
+        self.raft
+            .metrics()
+            .borrow_watched()
+            .last_applied
+            .map(|l| l.index)
     }
 
     /// The node that leads the group, if known.
     pub fn leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow().current_leader
+        self.raft.metrics().borrow_watched().current_leader
     }
 
     /// `leader` reached this replica just now (its AppendEntries, a
@@ -228,7 +233,7 @@ impl QuorumQueue {
     /// the other replicas and does not serve (see `leadership_watch.rs`).
     pub(crate) fn leads_without_quorum(&self) -> bool {
         leads_without_quorum(
-            &self.raft.metrics().borrow(),
+            &self.raft.metrics().borrow_watched(),
             self.node_id,
             self.raft.config().election_timeout_max,
         )
@@ -238,7 +243,7 @@ impl QuorumQueue {
     /// the last index purged from its log.
     pub fn compaction(&self) -> (Option<u64>, Option<u64>) {
         let m = self.raft.metrics();
-        let m = m.borrow();
+        let m = m.borrow_watched();
         (m.snapshot.map(|l| l.index), m.purged.map(|l| l.index))
     }
 
@@ -246,7 +251,7 @@ impl QuorumQueue {
     pub fn voters(&self) -> Vec<NodeId> {
         self.raft
             .metrics()
-            .borrow()
+            .borrow_watched()
             .membership_config
             .membership()
             .voter_ids()
@@ -255,7 +260,7 @@ impl QuorumQueue {
 
     /// The group's term, log and applied index and leader on this replica.
     pub fn raft_status(&self) -> RaftStatus {
-        RaftStatus::of(&self.raft.metrics().borrow())
+        RaftStatus::of(&self.raft.metrics().borrow_watched())
     }
 
     /// How many times this replica has seen the group's leader change
@@ -277,7 +282,7 @@ impl QuorumQueue {
         set_leading(
             &self.shared,
             leadership(&self.raft, self.node_id),
-            self.raft.metrics().borrow().current_term,
+            self.raft.metrics().borrow_watched().current_term,
             self.node_id,
             &self.address.to_string(),
         );
@@ -293,9 +298,7 @@ impl QuorumQueue {
     }
 
     /// A watch of the group's Raft metrics (leadership changes).
-    pub(crate) fn metrics(
-        &self,
-    ) -> tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, openraft::BasicNode>> {
+    pub(crate) fn metrics(&self) -> crate::raft::MetricsWatch<super::types::QueueRaft> {
         self.raft.metrics()
     }
 
@@ -384,7 +387,7 @@ impl Queue for QuorumQueue {
         set_leading(
             &self.shared,
             leadership(&self.raft, self.node_id),
-            self.raft.metrics().borrow().current_term,
+            self.raft.metrics().borrow_watched().current_term,
             self.node_id,
             &self.address.to_string(),
         );

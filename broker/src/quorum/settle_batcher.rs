@@ -76,7 +76,7 @@ pub(super) async fn replicate_settlements(
             let Some(pass) = hold.pass().await else {
                 return;
             };
-            let submitted = raft.client_write_ff(command).await;
+            let submitted = super::submit::write_ff(&raft, command).await;
             drop(pass);
             // A failed proposal (leadership lost) is harmless: the new
             // leader still holds the messages and delivers them again.

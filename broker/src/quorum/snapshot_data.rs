@@ -1,5 +1,5 @@
-//! [`SnapshotData`]: the bytes openraft streams to a follower in chunks, as
-//! a file. On the sending side it is built lazily, on the first read or
+//! [`SnapshotData`]: the bytes streamed to a follower in chunks
+//! (`raft::snapshot_stream`), as a file. On the sending side it is built lazily, on the first read or
 //! seek, by a blocking task (openraft asks for "the current snapshot" at
 //! start-up too, where nothing must be built); on the receiving side it is
 //! the staging file the chunks are written into.
@@ -41,6 +41,22 @@ impl std::fmt::Debug for SnapshotData {
         f.debug_struct("SnapshotData")
             .field("state", &state)
             .finish()
+    }
+}
+
+/// The receiving side's staging file, filled chunk by chunk
+/// (`raft::snapshot_stream`), then installed as [`SnapshotData`].
+pub(crate) struct Staging(pub(crate) std::fs::File);
+
+impl crate::raft::SnapshotSink for Staging {
+    type Data = SnapshotData;
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        std::io::Write::write_all(&mut self.0, bytes)
+    }
+
+    fn finish(self) -> io::Result<SnapshotData> {
+        Ok(SnapshotData::file(self.0))
     }
 }
 

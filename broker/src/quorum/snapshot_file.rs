@@ -22,14 +22,12 @@
 use std::io::{self, Write};
 
 use bytes::Bytes;
-use openraft::{BasicNode, SnapshotMeta};
 
 use super::dead_letters::DeadLetters;
 use super::index::{MessageIndex, Placement, Slot};
-use crate::net::NodeId;
 use crate::paging::Location;
 
-type Meta = SnapshotMeta<NodeId, BasicNode>;
+type Meta = openraft::alias::SnapshotMetaOf<super::types::QueueRaft>;
 
 const MAGIC: &[u8; 8] = b"RAMQPQ02";
 /// The same layout where entries may carry an expiry (flag `EXPIRES`);

@@ -7,13 +7,8 @@
 //! leaves either the old snapshot and generation or the new ones; the
 //! leftovers are removed at the next open (`replica_files::remove_stale`).
 
-// openraft's StorageError is large; it is openraft's type to return.
-#![allow(clippy::result_large_err)]
-
 use std::io::BufReader;
 use std::path::Path;
-
-use openraft::{BasicNode, SnapshotMeta, StorageError};
 
 use super::index::{MessageIndex, Placement, Slot};
 use super::replica_files::{self, SNAPSHOT_FILE};
@@ -21,7 +16,6 @@ use super::snapshot_data::SnapshotData;
 use super::state_machine::{io_error, read_error, Shared};
 use super::{snapshot_file, snapshot_transfer};
 use crate::crash_point;
-use crate::net::NodeId;
 use crate::paging::{SegmentStore, StoreOptions};
 
 /// The state machine was used before `open` gave it a segment store.
@@ -29,7 +23,7 @@ use crate::paging::{SegmentStore, StoreOptions};
 #[error("quorum queue segment store is not open")]
 pub(crate) struct NotOpen;
 
-type Meta = SnapshotMeta<NodeId, BasicNode>;
+type Meta = openraft::alias::SnapshotMetaOf<super::types::QueueRaft>;
 
 /// Install the snapshot in `data` (see the module docs).
 pub(crate) async fn install(
@@ -37,7 +31,7 @@ pub(crate) async fn install(
     dir: &Path,
     meta: &Meta,
     data: SnapshotData,
-) -> Result<(), StorageError<NodeId>> {
+) -> Result<(), std::io::Error> {
     let file = data.into_file().await.map_err(read_error)?;
     let generation = shared.lock().generation + 1;
     let options = shared.limits.store;
@@ -49,7 +43,9 @@ pub(crate) async fn install(
     .await
     .map_err(io_error)??;
     // The log purge openraft issued with this install may go ahead now.
-    shared.snapshot_cover.recorded(meta.last_log_id.as_ref());
+    shared
+        .snapshot_cover
+        .recorded(meta.last_log_id.map(|l| l.index));
     let (old_generation, old_resident) = {
         let mut inner = shared.lock();
         let old = (inner.generation, inner.index.resident_bytes());
@@ -62,6 +58,9 @@ pub(crate) async fn install(
         // dispatcher to rebuild; the feed starts when this node leads.
         old
     };
+    // The outbox came with the snapshot: the dead-letter sender sleeps
+    // while it had none (`dead_letter_outbox.rs`).
+    shared.dead_letter_wake.notify_one();
     shared.limits.node.give_back(old_resident);
     let old_dir = replica_files::segments_dir(dir, old_generation);
     tokio::task::spawn_blocking(move || {
@@ -86,7 +85,7 @@ fn build(
     file: std::fs::File,
     options: StoreOptions,
     meta: &Meta,
-) -> Result<(MessageIndex, SegmentStore), StorageError<NodeId>> {
+) -> Result<(MessageIndex, SegmentStore), std::io::Error> {
     let segments = replica_files::segments_dir(dir, generation);
     match std::fs::remove_dir_all(&segments) {
         Ok(()) => {}

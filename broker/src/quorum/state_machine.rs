@@ -11,37 +11,32 @@
 //! (`snapshot_transfer`, `snapshot_data`), and pages them into a new
 //! segment generation that one rename of its snapshot file swaps in.
 
-// openraft's StorageError is large; it is openraft's type to return.
-#![allow(clippy::result_large_err)]
-
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{
-    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership,
-};
+use futures_util::{Stream, StreamExt};
+use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder, StoredMembership};
 
 use super::budget::NodeBudget;
 use super::compaction::{LogGrowth, SnapshotWanted, ENTRY_OVERHEAD_BYTES};
 use super::feed::Feed;
 use super::index::{MessageIndex, Placement};
 use super::replica_files::{self, SNAPSHOT_FILE};
-use super::snapshot_data::SnapshotData;
+use super::snapshot_data::{SnapshotData, Staging};
 use super::types::{message_id, Applied, Command, QueueRaft};
 use super::{snapshot_file, snapshot_install, snapshot_transfer};
 use crate::crash_point;
 use crate::latency::LatencyHistogram;
 use crate::lock_order::{OrderedGuard, OrderedMutex, Rank};
-use crate::net::NodeId;
 use crate::paging::{SegmentStore, StoreOptions};
 use crate::queue::dead_letter::SharedRouter;
 use crate::queue::dispatch::Dispatcher;
 use crate::queue::ConsumerId;
-use crate::raft::SnapshotCover;
+use crate::raft::{SnapshotCover, SnapshotReceiver};
 
 /// State shared by the state machine (apply) and the queue (consumers).
 #[derive(Default)]
@@ -51,8 +46,8 @@ pub(crate) struct Inner {
     pub(crate) store: Option<SegmentStore>,
     /// The segment directory generation the store lives in.
     pub(crate) generation: u64,
-    pub(crate) last_applied: Option<LogId<NodeId>>,
-    pub(crate) membership: StoredMembership<NodeId, BasicNode>,
+    pub(crate) last_applied: Option<LogIdOf<QueueRaft>>,
+    pub(crate) membership: StoredMembershipOf<QueueRaft>,
     /// Whether this node leads the group: only then is `dispatcher` used.
     pub(crate) leading: bool,
     pub(crate) dispatcher: Dispatcher,
@@ -64,7 +59,8 @@ pub(crate) struct Inner {
     pub(crate) routed: HashSet<ConsumerId>,
     /// Parked routed consumers: delivery-count and credit limit.
     pub(crate) orphans: HashMap<ConsumerId, (u32, u32)>,
-    /// Snapshots built so far by this node (for unique snapshot ids).
+    /// Snapshots built so far by this node (for unique transfer file
+    /// names).
     n_snapshots: u64,
     /// Log bytes applied since the last snapshot (see `compaction`).
     pub(super) growth: LogGrowth,
@@ -79,18 +75,13 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// The meta of a snapshot of the state now, under a snapshot id unique
-    /// on this node (`<last applied index>-<n><suffix>`).
-    fn next_snapshot_meta(&mut self, suffix: &str) -> SnapshotMeta<NodeId, BasicNode> {
+    /// The meta of a snapshot of the state now (openraft 0.10's meta has
+    /// no snapshot id; `n_snapshots` still numbers this node's snapshots).
+    fn next_snapshot_meta(&mut self) -> SnapshotMetaOf<QueueRaft> {
         self.n_snapshots += 1;
-        SnapshotMeta {
+        SnapshotMetaOf::<QueueRaft> {
             last_log_id: self.last_applied,
             last_membership: self.membership.clone(),
-            snapshot_id: format!(
-                "{}-{}{suffix}",
-                self.last_applied.map_or(0, |l| l.index),
-                self.n_snapshots
-            ),
         }
     }
 
@@ -156,6 +147,8 @@ pub(crate) struct Shared {
     pub(crate) dead_letter_wake: tokio::sync::Notify,
     /// Publishes dead-lettered copies; the node's, set once `node/` made it.
     pub(crate) dead_letter_router: Arc<OnceLock<SharedRouter>>,
+    /// A snapshot the leader is streaming here (`raft::snapshot_stream`).
+    pub(crate) snapshot_in: SnapshotReceiver<Staging>,
 }
 
 impl Shared {
@@ -177,6 +170,7 @@ impl Shared {
             sweep_soon: std::sync::OnceLock::new(),
             dead_letter_wake: tokio::sync::Notify::new(),
             dead_letter_router: Arc::default(),
+            snapshot_in: SnapshotReceiver::default(),
         }
     }
 
@@ -204,16 +198,38 @@ pub(crate) struct QueueStateMachine {
     dir: PathBuf,
 }
 
-pub(super) fn io_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
-    StorageIOError::write_snapshot(None, AnyError::new(&e)).into()
+/// A quorum snapshot's meta and bytes.
+pub(crate) type QueueSnapshot = SnapshotOf<QueueRaft, SnapshotData>;
+
+/// What openraft 0.10's state machine calls return on failure: an
+/// `io::Error` saying what failed (openraft stops the group on it).
+#[derive(Debug, thiserror::Error)]
+#[error("{doing}: {source}")]
+pub(crate) struct StateMachineError {
+    doing: &'static str,
+    source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-pub(super) fn read_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
-    StorageIOError::read_snapshot(None, AnyError::new(&e)).into()
+fn failed(
+    doing: &'static str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> std::io::Error {
+    std::io::Error::other(StateMachineError {
+        doing,
+        source: Box::new(e),
+    })
 }
 
-fn apply_error(e: impl std::error::Error + 'static) -> StorageError<NodeId> {
-    StorageIOError::write_state_machine(AnyError::new(&e)).into()
+pub(super) fn io_error(e: impl std::error::Error + Send + Sync + 'static) -> std::io::Error {
+    failed("writing a snapshot", e)
+}
+
+pub(super) fn read_error(e: impl std::error::Error + Send + Sync + 'static) -> std::io::Error {
+    failed("reading a snapshot", e)
+}
+
+fn apply_error(e: impl std::error::Error + Send + Sync + 'static) -> std::io::Error {
+    failed("applying the log", e)
 }
 
 impl QueueStateMachine {
@@ -223,7 +239,7 @@ impl QueueStateMachine {
     pub(crate) fn open(
         dir: &Path,
         shared: Arc<Shared>,
-    ) -> Result<QueueStateMachine, StorageError<NodeId>> {
+    ) -> Result<QueueStateMachine, std::io::Error> {
         std::fs::create_dir_all(dir).map_err(io_error)?;
         let restored = match std::fs::read(dir.join(SNAPSHOT_FILE)) {
             Ok(file) => Some(snapshot_file::read(&file).map_err(read_error)?),
@@ -267,8 +283,10 @@ impl QueueStateMachine {
             inner.last_applied = restored.meta.last_log_id;
             shared
                 .snapshot_cover
-                .recorded(restored.meta.last_log_id.as_ref());
+                .recorded(restored.meta.last_log_id.map(|l| l.index));
             inner.membership = restored.meta.last_membership;
+            // The dead-letter sender sleeps while its outbox is empty.
+            shared.dead_letter_wake.notify_one();
         } else {
             store.restore_live([]).map_err(read_error)?;
         }
@@ -283,9 +301,9 @@ impl QueueStateMachine {
 
     /// A snapshot of the state now, whose bytes (every live body) are
     /// written to a file only when openraft first reads them.
-    fn transfer_snapshot(&self) -> Result<Snapshot<QueueRaft>, StorageError<NodeId>> {
+    fn transfer_snapshot(&self) -> Result<QueueSnapshot, std::io::Error> {
         let mut inner = self.shared.lock();
-        let meta = inner.next_snapshot_meta("-t");
+        let meta = inner.next_snapshot_meta();
         let n = inner.n_snapshots;
         let index = inner.index.clone();
         let reader = match inner.store.as_mut() {
@@ -305,21 +323,23 @@ impl QueueStateMachine {
             file.seek(std::io::SeekFrom::Start(0))?;
             Ok(file)
         });
-        Ok(Snapshot {
+        Ok(QueueSnapshot {
             meta,
-            snapshot: Box::new(data),
+            snapshot: data,
         })
     }
 }
 
 impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<QueueRaft>, StorageError<NodeId>> {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<QueueSnapshot, std::io::Error> {
         // O(1) under the lock (the index is persistent; segment buffers are
         // written, their fsyncs collected); the rest runs without it.
         let (index, meta, generation, pending) = {
             let mut inner = self.shared.lock();
             inner.growth.snapshotted();
-            let meta = inner.next_snapshot_meta("");
+            let meta = inner.next_snapshot_meta();
             let Some(store) = inner.store.as_mut() else {
                 return Err(io_error(snapshot_install::NotOpen));
             };
@@ -350,7 +370,7 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
         .map_err(io_error)??;
         self.shared
             .snapshot_cover
-            .recorded(meta.last_log_id.as_ref());
+            .recorded(meta.last_log_id.map(|l| l.index));
         // openraft purges the log only after this returns.
         crash_point::reached(crash_point::SNAPSHOT_RECORDED);
         // Compacted segments may go once a snapshot names their successors.
@@ -359,34 +379,81 @@ impl RaftSnapshotBuilder<QueueRaft> for QueueStateMachine {
         }
         // openraft keeps only the meta of what this returns; the bytes a
         // follower needs come from `get_current_snapshot`.
-        Ok(Snapshot {
+        Ok(QueueSnapshot {
             meta,
-            snapshot: Box::new(SnapshotData::lazy(|| {
+            snapshot: SnapshotData::lazy(|| {
                 Err(std::io::Error::other("a built snapshot is not streamed"))
-            })),
+            }),
         })
     }
 }
 
 impl RaftStateMachine<QueueRaft> for QueueStateMachine {
+    type SnapshotData = SnapshotData;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
-    {
+    ) -> Result<(Option<LogIdOf<QueueRaft>>, StoredMembershipOf<QueueRaft>), std::io::Error> {
         let inner = self.shared.lock();
         Ok((inner.last_applied, inner.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, StorageError<NodeId>>
+    async fn apply<S>(&mut self, mut stream: S) -> Result<(), std::io::Error>
     where
-        I: IntoIterator<Item = Entry<QueueRaft>> + Send,
-        I::IntoIter: Send,
+        S: Stream<Item = Result<EntryResponder<QueueRaft>, std::io::Error>> + Unpin + Send,
     {
+        // The entries come as a stream; they are taken off it first so the
+        // queue's lock is never held across an await, then applied under
+        // one lock as a batch.
+        let mut entries = Vec::new();
+        let mut responders = Vec::new();
+        while let Some(item) = stream.next().await {
+            let (entry, responder) = item?;
+            entries.push(entry);
+            if let Some(responder) = responder {
+                responders.push(responder);
+            }
+        }
+        self.apply_batch(entries)?;
+        for responder in responders {
+            responder.send(Applied);
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMetaOf<QueueRaft>,
+        snapshot: SnapshotData,
+    ) -> Result<(), std::io::Error> {
+        snapshot_install::install(&self.shared, &self.dir, meta, snapshot).await
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<QueueSnapshot>, std::io::Error> {
+        // Before the first snapshot there is nothing to send (the log
+        // still holds every entry); after it, the state now serves as well
+        // as the one recorded, and its segments are all still readable.
+        match tokio::fs::try_exists(self.dir.join(SNAPSHOT_FILE)).await {
+            Ok(true) => self.transfer_snapshot().map(Some),
+            Ok(false) => Ok(None),
+            Err(e) => Err(read_error(e)),
+        }
+    }
+}
+
+impl QueueStateMachine {
+    /// Applies `entries` in order under one lock.
+    fn apply_batch(
+        &mut self,
+        entries: Vec<openraft::alias::EntryOf<QueueRaft>>,
+    ) -> Result<(), std::io::Error> {
         let shared = &self.shared;
         let mut inner = shared.lock();
-        let mut responses = Vec::new();
         let mut log_bytes = 0u64;
         for entry in entries {
             inner.last_applied = Some(entry.log_id);
@@ -487,7 +554,6 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
                     inner.membership = StoredMembership::new(Some(entry.log_id), membership);
                 }
             }
-            responses.push(Applied);
         }
         inner.refill(&shared.queue);
         inner.wake_room_waiters();
@@ -509,38 +575,6 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
             );
             shared.snapshot_wanted.signal();
         }
-        Ok(responses)
-    }
-
-    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        self.clone()
-    }
-
-    async fn begin_receiving_snapshot(
-        &mut self,
-    ) -> Result<Box<SnapshotData>, StorageError<NodeId>> {
-        let file = replica_files::incoming_file(&self.dir).map_err(io_error)?;
-        Ok(Box::new(SnapshotData::file(file)))
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
-        snapshot: Box<SnapshotData>,
-    ) -> Result<(), StorageError<NodeId>> {
-        snapshot_install::install(&self.shared, &self.dir, meta, *snapshot).await
-    }
-
-    async fn get_current_snapshot(
-        &mut self,
-    ) -> Result<Option<Snapshot<QueueRaft>>, StorageError<NodeId>> {
-        // Before the first snapshot there is nothing to send (the log
-        // still holds every entry); after it, the state now serves as well
-        // as the one recorded, and its segments are all still readable.
-        match tokio::fs::try_exists(self.dir.join(SNAPSHOT_FILE)).await {
-            Ok(true) => self.transfer_snapshot().map(Some),
-            Ok(false) => Ok(None),
-            Err(e) => Err(read_error(e)),
-        }
+        Ok(())
     }
 }

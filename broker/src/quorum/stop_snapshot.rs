@@ -29,6 +29,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::metrics::WaitError;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -87,7 +88,7 @@ pub(super) async fn snapshot_all(queues: &[Arc<QuorumQueue>], bound: Duration) {
 async fn snapshot_applied(raft: &QueueRaftHandle, queue: &str, deadline: Instant) -> bool {
     let target = {
         let metrics = raft.metrics();
-        let metrics = metrics.borrow();
+        let metrics = metrics.borrow_watched();
         let Some(applied) = metrics.last_applied else {
             return true;
         };

@@ -87,7 +87,7 @@ async fn propose(
     let Some(pass) = hold.pass().await else {
         return Outcome::Released;
     };
-    let submitted = raft.client_write_ff(command).await;
+    let submitted = super::submit::write_ff(&raft, command).await;
     drop(pass);
     let committed = match submitted {
         Ok(committed) => committed,

@@ -21,8 +21,8 @@ pub enum SettleKind {
 pub enum Command {
     /// Published messages, each the whole encoded message as received.
     /// The i-th gets message id `message_id(entry index, i)`. Many
-    /// publishes share one entry, so they share one fsync (openraft 0.9
-    /// flushes one append at a time per group).
+    /// publishes share one entry, so they share one fsync and one trip
+    /// through openraft's core.
     Enqueue {
         /// The encoded messages, in publish order.
         messages: Vec<Bytes>,
@@ -112,16 +112,43 @@ pub enum Command {
 pub struct Applied;
 
 openraft::declare_raft_types!(
-    /// The openraft types of a quorum queue.
+    /// The openraft types of a quorum queue (the snapshot data,
+    /// `SnapshotData`, is the state machine's in openraft 0.10).
     pub QueueRaft:
         D = Command,
         R = Applied,
         NodeId = NodeId,
         Node = openraft::BasicNode,
-        Entry = openraft::Entry<QueueRaft>,
-        SnapshotData = super::snapshot_data::SnapshotData,
-        AsyncRuntime = openraft::TokioRuntime,
 );
+
+/// openraft 0.10 logs an entry's data with `Display`: the kind and size,
+/// never the bodies.
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Enqueue { messages } => write!(f, "enqueue({})", messages.len()),
+            Command::Settle { ids, kind } => write!(f, "settle({}, {kind:?})", ids.len()),
+            Command::Purge { upto, except } => write!(f, "purge(<={upto}, -{})", except.len()),
+            Command::Transact { messages, settles } => {
+                write!(f, "transact({}, {})", messages.len(), settles.len())
+            }
+            Command::EnqueueExpiring { messages, .. } => {
+                write!(f, "enqueue-expiring({})", messages.len())
+            }
+            Command::Discard { ids, reason } => write!(f, "discard({}, {reason:?})", ids.len()),
+            Command::TransactExpiring {
+                messages, settles, ..
+            } => write!(
+                f,
+                "transact-expiring({}, {})",
+                messages.len(),
+                settles.len()
+            ),
+            Command::DeadLetter { ids, .. } => write!(f, "dead-letter({})", ids.len()),
+            Command::DeadLettered { ids } => write!(f, "dead-lettered({})", ids.len()),
+        }
+    }
+}
 
 /// Most messages in one enqueue entry (ids keep 16 bits for the position).
 pub(crate) const ENQUEUE_BATCH_MAX: usize = 4096;
@@ -134,7 +161,8 @@ pub(crate) fn message_id(index: u64, position: usize) -> u64 {
 }
 
 /// The Raft handle of one quorum queue.
-pub type QueueRaftHandle = openraft::Raft<QueueRaft>;
+pub(crate) type QueueRaftHandle =
+    openraft::Raft<QueueRaft, super::state_machine::QueueStateMachine>;
 
 #[cfg(test)]
 mod tests {

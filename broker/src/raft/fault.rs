@@ -8,15 +8,11 @@
 //! watch every group of a node, queues and metadata alike.
 
 use openraft::error::Fatal;
-use openraft::RaftMetrics;
+use openraft::{RaftMetrics, RaftTypeConfig};
 
 /// Why the group behind `metrics` stopped, if its core quit on an error.
 /// `None` while it runs and after a requested stop (`Raft::shutdown`).
-pub(crate) fn core_fault<NID, N>(metrics: &RaftMetrics<NID, N>) -> Option<String>
-where
-    NID: openraft::NodeId,
-    N: openraft::Node,
-{
+pub(crate) fn core_fault<C: RaftTypeConfig>(metrics: &RaftMetrics<C>) -> Option<String> {
     match &metrics.running_state {
         Ok(()) | Err(Fatal::Stopped) => None,
         Err(error) => Some(error.to_string()),

@@ -7,10 +7,9 @@
 //! It must not know which groups exist (`quorum` and `meta` pass their
 //! type configurations in) or how payloads travel.
 
-use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::error::RaftError;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::RaftTypeConfig;
 use serde::de::DeserializeOwned;
@@ -67,17 +66,13 @@ pub(crate) const RAFT_RPC_KINDS: u8 = 6;
 pub(crate) fn raft_rpc<C>(selector: u8, payload: &[u8])
 where
     C: RaftTypeConfig<NodeId = NodeId>,
-    AppendEntriesRequest<C>: Serialize + DeserializeOwned,
-    InstallSnapshotRequest<C>: Serialize + DeserializeOwned,
 {
     match selector % RAFT_RPC_KINDS {
         0 => postcard_check::<AppendEntriesRequest<C>>(payload),
-        1 => postcard_check::<VoteRequest<NodeId>>(payload),
-        2 => postcard_check::<InstallSnapshotRequest<C>>(payload),
-        3 => postcard_check::<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>>(payload),
-        4 => postcard_check::<Result<VoteResponse<NodeId>, RaftError<NodeId>>>(payload),
-        _ => postcard_check::<
-            Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
-        >(payload),
+        1 => postcard_check::<VoteRequest<C>>(payload),
+        2 => postcard_check::<super::snapshot_stream::SnapshotChunk<C>>(payload),
+        3 => postcard_check::<Result<AppendEntriesResponse<C>, RaftError<C>>>(payload),
+        4 => postcard_check::<Result<VoteResponse<C>, RaftError<C>>>(payload),
+        _ => postcard_check::<Result<Option<SnapshotResponse<C>>, String>>(payload),
     };
 }

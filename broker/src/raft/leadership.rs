@@ -4,24 +4,37 @@
 //! stopped, which voter has caught up, how old the leader's own vote is,
 //! and the target's campaign.
 //!
-//! Why a campaign and not a transfer call: openraft 0.9 has none, and a
-//! voter refuses votes while its leader lease runs; see
-//! `quorum/handoff.rs` for the whole protocol.
+//! The target's campaign is the metadata group's way; the quorum queues'
+//! hand-off asks openraft 0.10's `transfer_leader` instead (see
+//! `quorum/handoff.rs`).
 
 use std::time::Duration;
 
-use openraft::error::Fatal;
-use openraft::{BasicNode, Raft, RaftMetrics, RaftTypeConfig, ServerState};
-use tokio::sync::watch;
+use openraft::alias::WatchReceiverOf;
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::storage::RaftStateMachine;
+use openraft::{BasicNode, Instant as _, Raft, RaftMetrics, RaftTypeConfig, ServerState};
 use tokio::time::Instant;
 
 use crate::net::NodeId;
 
-/// The metrics of a group whose nodes are numbered by [`NodeId`].
-pub(crate) type Metrics = RaftMetrics<NodeId, BasicNode>;
+/// The type configs of a node's groups: nodes numbered by [`NodeId`],
+/// `BasicNode`s, `u64` terms.
+pub(crate) trait GroupConfig:
+    RaftTypeConfig<NodeId = NodeId, Node = BasicNode, Term = u64>
+{
+}
+
+impl<C> GroupConfig for C where C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode, Term = u64> {}
+
+/// The metrics of a group.
+pub(crate) type Metrics<C> = RaftMetrics<C>;
+
+/// A group's metrics as they change.
+pub(crate) type MetricsWatch<C> = WatchReceiverOf<C, RaftMetrics<C>>;
 
 /// Whether the metrics say `me` leads.
-pub(crate) fn leads_now(m: &Metrics, me: NodeId) -> bool {
+pub(crate) fn leads_now<C: GroupConfig>(m: &Metrics<C>, me: NodeId) -> bool {
     m.state == ServerState::Leader && m.current_leader == Some(me)
 }
 
@@ -31,14 +44,15 @@ pub(crate) fn leads_now(m: &Metrics, me: NodeId) -> bool {
 /// answered the entries are in; and every metrics report made after that
 /// answer shows them. A second request makes the core report soon (it
 /// reports at the top of each loop) rather than at its next tick.
-pub(crate) async fn held_at<C>(
-    raft: &Raft<C>,
-    metrics: &mut watch::Receiver<Metrics>,
+pub(crate) async fn held_at<C, SM>(
+    raft: &Raft<C, SM>,
+    metrics: &mut MetricsWatch<C>,
 ) -> Result<Option<u64>, String>
 where
-    C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode>,
+    C: GroupConfig,
+    SM: RaftStateMachine<C>,
 {
-    let stopped = |e: Fatal<NodeId>| format!("the group stopped: {e}");
+    let stopped = |e: openraft::error::Fatal<C>| format!("the group stopped: {e}");
     raft.with_raft_state(|_| ()).await.map_err(stopped)?;
     metrics.borrow_and_update();
     raft.with_raft_state(|_| ()).await.map_err(stopped)?;
@@ -54,8 +68,8 @@ where
 /// (at least up to `held_at`, where the log stopped growing, and the
 /// leader applied it, so nothing is in flight): `to` itself, or any
 /// caught-up voter.
-pub(crate) fn caught_up(
-    m: &Metrics,
+pub(crate) fn caught_up<C: GroupConfig>(
+    m: &Metrics<C>,
     held_at: Option<u64>,
     to: Option<NodeId>,
     voters: &[NodeId],
@@ -64,7 +78,7 @@ pub(crate) fn caught_up(
     if Some(last) < held_at {
         return None;
     }
-    if m.last_applied.map(|l| l.index) != Some(last) {
+    if m.last_applied.as_ref().map(|l| l.index()) != Some(last) {
         return None;
     }
     let replication = m.replication.as_ref()?;
@@ -83,8 +97,8 @@ pub(crate) fn caught_up(
 
 /// Wait (bounded by `limit`) until a voter has matched the log up to where
 /// it stopped: the target.
-pub(crate) async fn wait_caught_up(
-    metrics: &mut watch::Receiver<Metrics>,
+pub(crate) async fn wait_caught_up<C: GroupConfig>(
+    metrics: &mut MetricsWatch<C>,
     held_at: Option<u64>,
     to: Option<NodeId>,
     voters: &[NodeId],
@@ -107,9 +121,10 @@ pub(crate) async fn wait_caught_up(
 /// How long ago this node's vote last changed (for a leader: when it was
 /// elected; a leader does not refresh it). A leader refuses every vote
 /// request while this is below a lease.
-async fn vote_age<C>(raft: &Raft<C>) -> Result<Duration, String>
+async fn vote_age<C, SM>(raft: &Raft<C, SM>) -> Result<Duration, String>
 where
-    C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode, AsyncRuntime = openraft::TokioRuntime>,
+    C: GroupConfig,
+    SM: RaftStateMachine<C>,
 {
     let changed = raft
         .with_raft_state(|state| state.vote_last_modified())
@@ -121,9 +136,13 @@ where
 /// Wait until this leader's own vote is at least `lease` old: before that
 /// it refuses every vote request, so a target asked to campaign sooner
 /// would duel with it instead of being granted at once.
-pub(crate) async fn wait_out_own_lease<C>(raft: &Raft<C>, lease: Duration) -> Result<(), String>
+pub(crate) async fn wait_out_own_lease<C, SM>(
+    raft: &Raft<C, SM>,
+    lease: Duration,
+) -> Result<(), String>
 where
-    C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode, AsyncRuntime = openraft::TokioRuntime>,
+    C: GroupConfig,
+    SM: RaftStateMachine<C>,
 {
     let age = vote_age(raft).await?;
     if age < lease {
@@ -136,18 +155,19 @@ where
 /// or another new leader is known (the answer), bounded by `limit`. The
 /// campaign is repeated every `retry`: the other voters grant only once
 /// their lease ran out.
-pub(crate) async fn campaign<C>(
-    raft: &Raft<C>,
+pub(crate) async fn campaign<C, SM>(
+    raft: &Raft<C, SM>,
     me: NodeId,
     from: NodeId,
     limit: Duration,
     retry: Duration,
 ) -> Result<NodeId, String>
 where
-    C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode>,
+    C: GroupConfig,
+    SM: RaftStateMachine<C>,
 {
     let mut metrics = raft.metrics();
-    let start_term = metrics.borrow().current_term;
+    let start_term = metrics.borrow_watched().current_term;
     let deadline = Instant::now() + limit;
     loop {
         let (state, leader, term) = {
@@ -165,7 +185,7 @@ where
         }
         if state != ServerState::Leader {
             raft.trigger()
-                .elect()
+                .elect(false)
                 .await
                 .map_err(|e| format!("the group stopped: {e}"))?;
         }

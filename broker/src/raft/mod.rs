@@ -3,6 +3,8 @@
 //!
 //! - `group.rs`: group ids (derived from a queue's name; id 0 reserved);
 //! - `network.rs`: openraft's network traits over a [`crate::net::NodeTransport`];
+//! - `snapshot_stream.rs`: a snapshot sent to a follower in chunks, and
+//!   received, for openraft 0.10's whole-snapshot API;
 //! - `rpc_kind.rs`: which Raft RPC an [`crate::net::Envelope`] carries;
 //! - `store.rs`: opening the node-wide log store (one redb file);
 //! - `leadership.rs`: the steps of a leadership hand-off that do not depend
@@ -25,13 +27,16 @@ pub(crate) mod leadership;
 pub(crate) mod network;
 mod purge_gate;
 mod rpc_kind;
+pub(crate) mod snapshot_stream;
 mod status;
 mod store;
 
 pub(crate) use fault::core_fault;
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
+pub(crate) use leadership::MetricsWatch;
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
+pub(crate) use snapshot_stream::{SnapshotChunk, SnapshotReceiver, SnapshotSink};
 pub use status::RaftStatus;
 #[cfg(feature = "test-cluster")]
 pub(crate) use store::lossy;

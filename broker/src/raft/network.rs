@@ -1,51 +1,86 @@
 //! openraft's network traits for a Raft group, over any [`NodeTransport`]:
 //! requests and responses are serialized with postcard, so the in-process
 //! transport exercises the same bytes the fabric carries. Generic over the
-//! type config (node ids `u64`, nodes `BasicNode`), so the quorum queues'
-//! groups and the cluster-metadata group (`crate::meta`) share it.
+//! type config (node ids `u64`, nodes `BasicNode`) and the snapshot data,
+//! so the quorum queues' groups and the cluster-metadata group
+//! (`crate::meta`) share it.
+//!
+//! openraft 0.10 hands a whole snapshot to the network (`full_snapshot`);
+//! how it crosses in chunks is ours (`snapshot_stream.rs`).
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use openraft::alias::{SnapshotOf, VoteOf};
 use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RaftTypeConfig};
+use openraft::{BasicNode, OptionalSend, RaftTypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::io::AsyncRead;
 
+use super::snapshot_stream::{self, SnapshotChunk};
 use super::{GroupId, RpcKind};
 use crate::net::{Envelope, NodeId, NodeTransport, TransportError};
 
-/// Creates connections to the other members of one group.
-pub(crate) struct GroupNetwork {
+/// Creates connections to the other members of one group, whose state
+/// machine's snapshots are `SD`.
+pub(crate) struct GroupNetwork<SD> {
     pub(crate) transport: Arc<dyn NodeTransport>,
     pub(crate) node_id: NodeId,
     pub(crate) group: GroupId,
     pub(crate) queue: String,
+    /// Bytes of one snapshot chunk.
+    pub(crate) snapshot_chunk_bytes: usize,
+    pub(crate) _snapshot: PhantomData<fn() -> SD>,
+}
+
+impl<SD> GroupNetwork<SD> {
+    /// The network of `group` (named `queue` in envelopes) on `node_id`.
+    pub(crate) fn new(
+        transport: Arc<dyn NodeTransport>,
+        node_id: NodeId,
+        group: GroupId,
+        queue: String,
+        snapshot_chunk_bytes: usize,
+    ) -> Self {
+        GroupNetwork {
+            transport,
+            node_id,
+            group,
+            queue,
+            snapshot_chunk_bytes,
+            _snapshot: PhantomData,
+        }
+    }
 }
 
 /// One group's connection to one peer.
-pub(crate) struct GroupConnection {
+pub(crate) struct GroupConnection<SD> {
     transport: Arc<dyn NodeTransport>,
     node_id: NodeId,
     target: NodeId,
     group: GroupId,
     queue: String,
+    snapshot_chunk_bytes: usize,
+    _snapshot: PhantomData<fn() -> SD>,
 }
 
-impl<C> RaftNetworkFactory<C> for GroupNetwork
+impl<C, SD> RaftNetworkFactory<C> for GroupNetwork<SD>
 where
     C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode>,
+    SD: AsyncRead + Unpin + OptionalSend + 'static,
 {
-    type Network = GroupConnection;
+    type Network = GroupConnection<SD>;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> GroupConnection {
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> GroupConnection<SD> {
         self.transport.learn_peer(target, &node.addr);
         GroupConnection {
             transport: self.transport.clone(),
@@ -53,27 +88,43 @@ where
             target,
             group: self.group,
             queue: self.queue.clone(),
+            snapshot_chunk_bytes: self.snapshot_chunk_bytes,
+            _snapshot: PhantomData,
         }
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct CodecFailure(String);
+/// Why a call failed before a reply was decoded.
+enum CallError {
+    Unreachable(TransportError),
+    Network(String),
+}
 
-impl GroupConnection {
-    async fn call<Req, Resp, E>(
-        &self,
-        kind: RpcKind,
-        request: &Req,
-    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
+impl CallError {
+    fn into_rpc<C: RaftTypeConfig>(self) -> RPCError<C> {
+        match self {
+            CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Network(m) => RPCError::Network(NetworkError::from_string(m)),
+        }
+    }
+
+    fn into_streaming<C: RaftTypeConfig>(self) -> StreamingError<C> {
+        match self {
+            CallError::Unreachable(e) => StreamingError::Unreachable(Unreachable::new(&e)),
+            CallError::Network(m) => StreamingError::Network(NetworkError::from_string(m)),
+        }
+    }
+}
+
+impl<SD> GroupConnection<SD> {
+    /// One call: `request` out, the decoded reply back.
+    async fn call<Req, Resp>(&self, kind: RpcKind, request: &Req) -> Result<Resp, CallError>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
-        E: std::error::Error + DeserializeOwned,
     {
-        let payload = postcard::to_allocvec(request)
-            .map_err(|e| RPCError::Network(NetworkError::new(&CodecFailure(e.to_string()))))?;
+        let payload =
+            postcard::to_allocvec(request).map_err(|e| CallError::Network(e.to_string()))?;
         let envelope = Envelope {
             channel: self.group,
             kind: kind.code(),
@@ -85,45 +136,119 @@ impl GroupConnection {
             .call(self.node_id, self.target, envelope)
             .await
             .map_err(|e| match e {
-                TransportError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
+                TransportError::Unreachable(_) => CallError::Unreachable(e),
                 TransportError::Backpressure(_) | TransportError::Remote { .. } => {
-                    RPCError::Network(NetworkError::new(&e))
+                    CallError::Network(e.to_string())
                 }
             })?;
-        let result: Result<Resp, RaftError<NodeId, E>> = postcard::from_bytes(&reply)
-            .map_err(|e| RPCError::Network(NetworkError::new(&CodecFailure(e.to_string()))))?;
-        result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+        postcard::from_bytes(&reply).map_err(|e| CallError::Network(e.to_string()))
+    }
+
+    /// A call whose reply is the peer's `Result<_, RaftError>`: a remote
+    /// error (its group stopped) is a network failure to openraft, which
+    /// retries, as it does when the peer cannot be reached.
+    async fn raft_call<C, Req, Resp>(
+        &self,
+        kind: RpcKind,
+        request: &Req,
+    ) -> Result<Resp, RPCError<C>>
+    where
+        C: RaftTypeConfig,
+        Req: Serialize,
+        Resp: DeserializeOwned,
+    {
+        let reply: Result<Resp, RaftError<C>> = self
+            .call(kind, request)
+            .await
+            .map_err(CallError::into_rpc)?;
+        reply.map_err(|e| {
+            RPCError::Network(NetworkError::from_string(format!(
+                "node {}: {e}",
+                self.target
+            )))
+        })
     }
 }
 
-impl<C> RaftNetwork<C> for GroupConnection
+impl<C, SD> RaftNetworkV2<C> for GroupConnection<SD>
 where
     C: RaftTypeConfig<NodeId = NodeId, Node = BasicNode>,
+    SD: AsyncRead + Unpin + OptionalSend + 'static,
 {
+    type SnapshotData = SD;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<C>,
         _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call(RpcKind::AppendEntries, &rpc).await
-    }
-
-    async fn install_snapshot(
-        &mut self,
-        rpc: InstallSnapshotRequest<C>,
-        _option: RPCOption,
-    ) -> Result<
-        InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
-    > {
-        self.call(RpcKind::InstallSnapshot, &rpc).await
+    ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
+        self.raft_call(RpcKind::AppendEntries, &rpc).await
     }
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<C>,
         _option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call(RpcKind::Vote, &rpc).await
+    ) -> Result<VoteResponse<C>, RPCError<C>> {
+        self.raft_call(RpcKind::Vote, &rpc).await
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<C>,
+        _option: RPCOption,
+    ) -> Result<TransferLeaderResponse<C>, RPCError<C>> {
+        self.raft_call(RpcKind::TransferLeader, &req).await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: VoteOf<C>,
+        snapshot: SnapshotOf<C, SD>,
+        cancel: impl std::future::Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<C>, StreamingError<C>> {
+        let send = async {
+            let meta = snapshot.meta;
+            let mut data = snapshot.snapshot;
+            let mut offset = 0u64;
+            let mut buf = vec![0u8; self.snapshot_chunk_bytes.max(1)];
+            loop {
+                let n = snapshot_stream::read_chunk(&mut data, &mut buf)
+                    .await
+                    .map_err(|e| StreamingError::Network(NetworkError::new(&e)))?;
+                let done = n < buf.len();
+                let chunk = SnapshotChunk::<C> {
+                    vote: vote.clone(),
+                    meta: meta.clone(),
+                    offset,
+                    data: buf[..n].to_vec(),
+                    done,
+                };
+                let reply: Result<Option<SnapshotResponse<C>>, String> = self
+                    .call(RpcKind::InstallSnapshot, &chunk)
+                    .await
+                    .map_err(CallError::into_streaming)?;
+                match reply {
+                    Err(message) => {
+                        return Err(StreamingError::Network(NetworkError::from_string(format!(
+                            "node {}: {message}",
+                            self.target
+                        ))))
+                    }
+                    Ok(Some(response)) => return Ok(response),
+                    Ok(None) if done => {
+                        return Err(StreamingError::Network(NetworkError::from_string(
+                            "no answer to the last snapshot chunk",
+                        )))
+                    }
+                    Ok(None) => offset += n as u64,
+                }
+            }
+        };
+        tokio::select! {
+            result = send => result,
+            closed = cancel => Err(StreamingError::Closed(closed)),
+        }
     }
 }

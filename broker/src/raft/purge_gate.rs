@@ -23,11 +23,11 @@ use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::time::Duration;
 
-use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{
-    AnyError, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader, RaftTypeConfig,
-    StorageError, StorageIOError, Vote,
-};
+use std::io;
+
+use openraft::alias::{LogIdOf, VoteOf};
+use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::{OptionalSend, RaftLogReader, RaftTypeConfig};
 use tokio::sync::watch;
 
 /// Longest a purge waits for the snapshot that covers it.
@@ -50,8 +50,8 @@ impl Default for SnapshotCover {
 
 impl SnapshotCover {
     /// A snapshot file covering the log through `last` is durable.
-    pub(crate) fn recorded<NID: openraft::NodeId>(&self, last: Option<&LogId<NID>>) {
-        let covers = last.map_or(0, |l| l.index.saturating_add(1));
+    pub(crate) fn recorded(&self, last_index: Option<u64>) {
+        let covers = last_index.map_or(0, |index| index.saturating_add(1));
         self.0.send_if_modified(|now| {
             let newer = covers > *now;
             if newer {
@@ -97,8 +97,12 @@ where
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
+    ) -> Result<Vec<C::Entry>, io::Error> {
         self.inner.try_get_log_entries(range).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<VoteOf<C>>, io::Error> {
+        self.inner.read_vote().await
     }
 }
 
@@ -109,7 +113,7 @@ where
 {
     type LogReader = L::LogReader;
 
-    async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
+    async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
         self.inner.get_log_state().await
     }
 
@@ -117,32 +121,19 @@ where
         self.inner.get_log_reader().await
     }
 
-    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
+    async fn save_vote(&mut self, vote: &VoteOf<C>) -> Result<(), io::Error> {
         self.inner.save_vote(vote).await
     }
 
-    async fn read_vote(&mut self) -> Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
-        self.inner.read_vote().await
-    }
-
-    async fn save_committed(
-        &mut self,
-        committed: Option<LogId<C::NodeId>>,
-    ) -> Result<(), StorageError<C::NodeId>> {
+    async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
         self.inner.save_committed(committed).await
     }
 
-    async fn read_committed(
-        &mut self,
-    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+    async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
         self.inner.read_committed().await
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: LogFlushed<C>,
-    ) -> Result<(), StorageError<C::NodeId>>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<C>) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -150,12 +141,12 @@ where
         self.inner.append(entries, callback).await
     }
 
-    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        self.inner.truncate(log_id).await
+    async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        self.inner.truncate_after(last_log_id).await
     }
 
-    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
-        let wanted = log_id.index.saturating_add(1);
+    async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
+        let wanted = log_id.index().saturating_add(1);
         let covered =
             tokio::time::timeout(PURGE_WAIT, self.snapshot.wait_for(|&have| have >= wanted))
                 .await
@@ -166,13 +157,7 @@ where
                 have: *self.snapshot.borrow(),
                 waited: PURGE_WAIT,
             };
-            return Err(StorageError::IO {
-                source: StorageIOError::new(
-                    ErrorSubject::Logs,
-                    ErrorVerb::Delete,
-                    AnyError::new(&error),
-                ),
-            });
+            return Err(io::Error::other(error));
         }
         self.inner.purge(log_id).await
     }

@@ -12,8 +12,10 @@ pub enum RpcKind {
     AppendEntries,
     /// request-vote
     Vote,
-    /// install-snapshot (one chunk)
+    /// install-snapshot (one chunk, `snapshot_stream.rs`)
     InstallSnapshot,
+    /// transfer-leader
+    TransferLeader,
     /// A request for the leader of the cluster-metadata group, forwarded
     /// by a node that does not lead it (see `crate::meta`).
     MetaPropose,
@@ -26,6 +28,7 @@ impl RpcKind {
             RpcKind::AppendEntries => kind::RAFT_APPEND_ENTRIES,
             RpcKind::Vote => kind::RAFT_VOTE,
             RpcKind::InstallSnapshot => kind::RAFT_INSTALL_SNAPSHOT,
+            RpcKind::TransferLeader => kind::RAFT_TRANSFER_LEADER,
             RpcKind::MetaPropose => kind::META_PROPOSE,
         }
     }
@@ -36,6 +39,7 @@ impl RpcKind {
             kind::RAFT_APPEND_ENTRIES => Some(RpcKind::AppendEntries),
             kind::RAFT_VOTE => Some(RpcKind::Vote),
             kind::RAFT_INSTALL_SNAPSHOT => Some(RpcKind::InstallSnapshot),
+            kind::RAFT_TRANSFER_LEADER => Some(RpcKind::TransferLeader),
             kind::META_PROPOSE => Some(RpcKind::MetaPropose),
             _ => None,
         }

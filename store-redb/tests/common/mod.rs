@@ -4,24 +4,25 @@
 
 #![allow(dead_code)]
 
-use std::io::Cursor;
+use std::io::{self, Cursor};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{
-    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership,
-};
+use futures_util::{Stream, StreamExt};
+use openraft::alias::{LogIdOf, SnapshotMetaOf, SnapshotOf, StoredMembershipOf};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, RaftSnapshotBuilder, StoredMembership};
 
 openraft::declare_raft_types!(pub TypeConfig);
+
+pub type Snapshot = SnapshotOf<TypeConfig, Cursor<Vec<u8>>>;
 
 pub type NodeId = u64;
 
 #[derive(Default)]
 pub struct SmState {
-    pub last_applied: Option<LogId<NodeId>>,
-    pub membership: StoredMembership<NodeId, BasicNode>,
-    pub current: Option<(SnapshotMeta<NodeId, BasicNode>, Vec<u8>)>,
+    pub last_applied: Option<LogIdOf<TypeConfig>>,
+    pub membership: StoredMembershipOf<TypeConfig>,
+    pub current: Option<(SnapshotMetaOf<TypeConfig>, Vec<u8>)>,
     pub n_snapshots: u64,
     /// The data of every applied normal entry, in order.
     pub applied_data: Vec<String>,
@@ -41,74 +42,73 @@ impl MemStateMachine {
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for MemStateMachine {
-    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+    type SnapshotData = Cursor<Vec<u8>>;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
         let mut state = self.lock();
         state.n_snapshots += 1;
-        let meta = SnapshotMeta {
+        let meta = openraft::SnapshotMeta {
             last_log_id: state.last_applied,
             last_membership: state.membership.clone(),
-            snapshot_id: format!("snapshot-{}", state.n_snapshots),
         };
         let data = postcard::to_allocvec(&(&state.last_applied, &state.membership))
-            .map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?;
+            .map_err(io::Error::other)?;
         state.current = Some((meta.clone(), data.clone()));
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Cursor::new(data),
         })
     }
 }
 
 impl RaftStateMachine<TypeConfig> for MemStateMachine {
+    type SnapshotData = Cursor<Vec<u8>>;
     type SnapshotBuilder = Self;
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>>
-    {
+    ) -> Result<(Option<LogIdOf<TypeConfig>>, StoredMembershipOf<TypeConfig>), io::Error> {
         let state = self.lock();
         Ok((state.last_applied, state.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<String>, StorageError<NodeId>>
+    async fn apply<S>(&mut self, mut entries: S) -> Result<(), io::Error>
     where
-        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
-        I::IntoIter: Send,
+        S: Stream<Item = Result<EntryResponder<TypeConfig>, io::Error>> + Unpin + Send,
     {
-        let mut state = self.lock();
-        let mut responses = Vec::new();
-        for entry in entries {
-            state.last_applied = Some(entry.log_id);
-            match entry.payload {
-                EntryPayload::Blank => responses.push(String::new()),
-                EntryPayload::Normal(data) => {
-                    state.applied_data.push(data.clone());
-                    responses.push(data);
+        while let Some(item) = entries.next().await {
+            let (entry, responder) = item?;
+            let response = {
+                let mut state = self.lock();
+                state.last_applied = Some(entry.log_id);
+                match entry.payload {
+                    EntryPayload::Blank => String::new(),
+                    EntryPayload::Normal(data) => {
+                        state.applied_data.push(data.clone());
+                        data
+                    }
+                    EntryPayload::Membership(m) => {
+                        state.membership = StoredMembership::new(Some(entry.log_id), m);
+                        String::new()
+                    }
                 }
-                EntryPayload::Membership(m) => {
-                    state.membership = StoredMembership::new(Some(entry.log_id), m);
-                    responses.push(String::new());
-                }
+            };
+            if let Some(responder) = responder {
+                responder.send(response);
             }
         }
-        Ok(responses)
+        Ok(())
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(
-        &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
-    }
-
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
-    ) -> Result<(), StorageError<NodeId>> {
+        meta: &SnapshotMetaOf<TypeConfig>,
+        snapshot: Cursor<Vec<u8>>,
+    ) -> Result<(), io::Error> {
         let mut state = self.lock();
         state.last_applied = meta.last_log_id;
         state.membership = meta.last_membership.clone();
@@ -116,12 +116,10 @@ impl RaftStateMachine<TypeConfig> for MemStateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(
-        &mut self,
-    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         Ok(self.lock().current.clone().map(|(meta, data)| Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Cursor::new(data),
         }))
     }
 }

@@ -14,11 +14,13 @@
 
 #![forbid(unsafe_code)]
 
-use std::io::{Cursor, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+use openraft::vote::leader_id_adv::CommittedLeaderId;
+use openraft::vote::RaftLeaderId;
+use openraft::{Entry, EntryPayload, LogId, RaftLogReader, Vote};
 use ramqpd_store_redb::{LogStore, LogStoreOptions};
 
 mod payload;
@@ -57,12 +59,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             tasks.push(tokio::spawn(async move {
                 let state = group.get_log_state().await?;
                 let mut index = state.last_log_id.map_or(0, |l| l.index + 1);
-                let term = group.read_vote().await?.map_or(1, |v| v.leader_id.term + 1);
+                let term = RaftLogReader::read_vote(&mut group)
+                    .await?
+                    .map_or(1, |v| v.leader_id.term + 1);
                 group.save_vote(&Vote::new(term, group_id)).await?;
                 print_line(&format!("vote {group_id} {term}"));
                 let started = Instant::now();
                 while started.elapsed() < RUN_TIME_MAX {
-                    let entry = Entry::<TypeConfig> {
+                    let entry = Entry {
                         log_id: LogId::new(CommittedLeaderId::new(term, group_id), index),
                         payload: EntryPayload::Normal(payload(group_id, index, payload_bytes)),
                     };
@@ -70,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     print_line(&format!("ack {group_id} {index}"));
                     index += 1;
                 }
-                Ok::<(), openraft::StorageError<u64>>(())
+                Ok::<(), std::io::Error>(())
             }));
         }
         print_line("ready");

@@ -1,0 +1,61 @@
+//! Submitting one entry to a queue's Raft group without waiting in the
+//! caller: openraft 0.10's `client_write_ff` takes a responder, and this
+//! hands back the receiver its outcome arrives on (committed and applied,
+//! or refused), as 0.9's returned.
+//!
+//! Knows nothing of what the entry carries.
+
+use std::time::Duration;
+
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::error::Fatal;
+use openraft::impls::ProgressResponder;
+use openraft::raft::ClientWriteResult;
+use openraft::ServerState;
+use tokio::sync::oneshot;
+
+use super::types::{Command, QueueRaft, QueueRaftHandle};
+
+/// Submits `command`; the receiver resolves once it is applied (or
+/// refused). Fails only if the group has stopped.
+pub(super) async fn write_ff(
+    raft: &QueueRaftHandle,
+    command: Command,
+) -> Result<oneshot::Receiver<ClientWriteResult<QueueRaft>>, Fatal<QueueRaft>> {
+    lease_acknowledged(raft).await;
+    let (responder, done) = ProgressResponder::complete_only();
+    raft.client_write_ff(command, Some(responder)).await?;
+    Ok(done)
+}
+
+/// openraft 0.10 refuses a write (`ForwardToLeader` naming no leader,
+/// reason "lease expired") while its leader lease is not valid, and a
+/// leader just elected has none until a quorum acknowledged it in its
+/// term (one append round trip). Publishes that came in that gap were
+/// answered `released` (the first publish to a new queue, after its
+/// attach waited for the election). Wait for that first acknowledgement,
+/// bounded by the lease (`election_timeout_max`); then submit anyway: a
+/// leader that still has none is cut off and its refusal is the answer.
+/// The caller's order is kept: it waits in line.
+async fn lease_acknowledged(raft: &QueueRaftHandle) {
+    let awaiting = |m: &openraft::RaftMetrics<QueueRaft>| {
+        // `Some(0)` for a leader alone in its group, `None` before the
+        // first acknowledgement (0.10 keeps the figure, deprecated).
+        #[allow(deprecated)]
+        let none_yet = m.millis_since_quorum_ack.is_none();
+        m.state == ServerState::Leader && none_yet
+    };
+    let mut metrics = raft.metrics();
+    if !awaiting(&metrics.borrow_watched()) {
+        return;
+    }
+    let lease = Duration::from_millis(raft.config().election_timeout_max);
+    let _ = tokio::time::timeout(lease, async {
+        while metrics.changed().await.is_ok() {
+            if !awaiting(&metrics.borrow_watched()) {
+                return;
+            }
+        }
+    })
+    .await;
+}
