@@ -8,12 +8,13 @@ use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use openraft::raft::ClientWriteResult;
+use tokio::sync::{mpsc, oneshot};
 
 use super::hold::ProposalHold;
 use super::leadership_watch::leads_without_quorum;
 use super::publish_gate::PublishGate;
-use super::types::{Command, QueueRaftHandle, ENQUEUE_BATCH_MAX};
+use super::types::{Command, QueueRaft, QueueRaftHandle, ENQUEUE_BATCH_MAX};
 use crate::latency::LatencyHistogram;
 use crate::queue::{Outcome, PublishConfirm};
 
@@ -26,9 +27,11 @@ pub(super) struct Proposal {
     pub(super) expires_at: u64,
 }
 
-/// Raft entries of publishes proposed and not yet committed. openraft 0.9
-/// flushes a group's appends one at a time, so publishes that arrive while
-/// an entry is being flushed wait here and go into the next entry together.
+/// Raft entries of publishes proposed and not yet committed; publishes
+/// that arrive while this many are in flight wait here and go into the
+/// next entry together. (openraft 0.10 would take more: 8 was measured on
+/// the 3-node cluster and made no difference out of the noise,
+/// `docs/benchmarks.md`, "The commit path on openraft 0.10".)
 const ENTRIES_IN_FLIGHT_MAX: usize = 2;
 /// Largest sum of message bytes in one enqueue entry.
 const ENQUEUE_BATCH_MAX_BYTES: usize = 4 * 1024 * 1024;
@@ -116,38 +119,62 @@ pub(super) async fn propose_in_order(
                 continue;
             }
         };
-        let lost_quorum = quorum_lost(raft.clone());
+        let group = raft.clone();
         let commit_latency = commit_latency.clone();
         tokio::spawn(async move {
-            // Bounded: without a quorum the publishers hear `released`
-            // (not accepted; send again) instead of waiting forever; at
-            // once when check-quorum says this leader is cut off, so they
-            // can be sent to the new leader. The entry may still commit
-            // (a duplicate when resent), never a false `accepted`.
-            let outcome = tokio::select! {
-                waited = tokio::time::timeout(timeout, committed) => match waited {
-                    Ok(Ok(Ok(_))) => {
-                        commit_latency.observe(proposed_at.elapsed());
-                        Outcome::Accepted
-                    }
-                    Ok(Ok(Err(error))) => {
-                        tracing::debug!(%error, "publishes not committed");
-                        Outcome::Released
-                    }
-                    Ok(Err(_)) => Outcome::Released,
-                    Err(_) => {
-                        tracing::warn!("publishes not committed within {timeout:?}: no quorum?");
-                        Outcome::Released
-                    }
-                },
-                () = lost_quorum => {
-                    tracing::debug!(n, "leader without a quorum: publishes released");
-                    Outcome::Released
-                }
-            };
+            let outcome = await_commit(&group, committed, timeout, n).await;
+            if outcome == Outcome::Accepted {
+                commit_latency.observe(proposed_at.elapsed());
+            }
             drop(slot);
             finish(outcome, confirms);
         });
+    }
+}
+
+/// How long a waiter waits on its entry alone before it also follows the
+/// group's metrics to notice a leader cut off from its quorum. openraft
+/// sends the metrics at every turn of its core loop, several times per
+/// entry, and each send woke every waiter that followed them; an entry
+/// that commits within this (nearly every one) costs its waiter one
+/// wake-up. A cut-off leader's publishes go back at most this much later.
+const WAIT_BEFORE_WATCHING: Duration = Duration::from_millis(50);
+
+/// What becomes of an entry's publishes. Bounded: without a quorum the
+/// publishers hear `released` (not accepted; send again) instead of
+/// waiting forever, and at once (after [`WAIT_BEFORE_WATCHING`]) when
+/// check-quorum says this leader is cut off, so they can be sent to the
+/// new leader. The entry may still commit (a duplicate when resent), never
+/// a false `accepted`.
+async fn await_commit(
+    raft: &QueueRaftHandle,
+    mut committed: oneshot::Receiver<ClientWriteResult<QueueRaft>>,
+    timeout: Duration,
+    n: usize,
+) -> Outcome {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let waited = match tokio::time::timeout(WAIT_BEFORE_WATCHING.min(timeout), &mut committed).await
+    {
+        Ok(result) => Ok(result),
+        Err(_) => tokio::select! {
+            waited = tokio::time::timeout_at(deadline, &mut committed) => waited,
+            () = quorum_lost(raft.clone()) => {
+                tracing::debug!(n, "leader without a quorum: publishes released");
+                return Outcome::Released;
+            }
+        },
+    };
+    match waited {
+        Ok(Ok(Ok(_))) => Outcome::Accepted,
+        Ok(Ok(Err(error))) => {
+            tracing::debug!(%error, "publishes not committed");
+            Outcome::Released
+        }
+        Ok(Err(_)) => Outcome::Released,
+        Err(_) => {
+            tracing::warn!("publishes not committed within {timeout:?}: no quorum?");
+            Outcome::Released
+        }
     }
 }
 
