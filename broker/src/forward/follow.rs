@@ -94,6 +94,21 @@ impl RoutedQueue {
         self.wake_publishers(&mut state);
     }
 
+    /// Close the publishing link at `node` if nothing is in flight on it
+    /// (a later publish opens another, `publisher_link`): an open one kept
+    /// an idle queue in use, probed twice a second for good, and with
+    /// quiet quorum groups those probes were most of an idle cluster's
+    /// traffic (1,000 queues published to through a follower).
+    pub(super) fn close_idle_publisher(&self, node: NodeId) {
+        let mut state = self.lock();
+        let idle = state.pending.is_empty() && state.backlog.is_empty();
+        if idle && state.target == Target::Remote(node) {
+            if let Some(link) = state.pub_link.take() {
+                self.fwd.close_link(node, link);
+            }
+        }
+    }
+
     /// Links this queue holds at `node` now (for probes).
     pub(super) fn links_at(&self, state: &State, node: NodeId) -> Vec<u64> {
         let mut links: Vec<u64> = state
@@ -548,6 +563,7 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                     }
                 });
                 q.expire_pending(q.fwd.publish_timeout());
+                q.close_idle_publisher(node);
                 if local_view.is_some_and(|leader| leader != node) {
                     q.lose_target(&mut q.lock());
                 } else if q.in_use() {

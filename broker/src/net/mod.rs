@@ -53,8 +53,10 @@ pub struct Envelope {
 /// `Command::Transact` and the forwarding request `ToServer::Commit`
 /// (local transactions); 4 = openraft 0.10's RPCs (append-entries and
 /// vote re-encoded, install-snapshot as our own chunks, transfer-leader
-/// added): a 0.1 node and a 0.2 node refuse each other.
-pub const WIRE_VERSION: u32 = 4;
+/// added): a 0.1 node and a 0.2 node refuse each other; 5 = the quorum
+/// nodes' liveness probe ([`kind::QUORUM_LIVENESS`]), which quiet groups
+/// rely on.
+pub const WIRE_VERSION: u32 = 5;
 
 /// The envelope kinds. Raft kinds travel by `call`; forwarding uses both.
 pub mod kind {
@@ -70,6 +72,9 @@ pub mod kind {
     /// Raft transfer-leader (openraft 0.10: the leader tells every voter
     /// which one is to take over), by `call`.
     pub const RAFT_TRANSFER_LEADER: u32 = 5;
+    /// A quorum node's liveness probe of a peer (`quorum/peer_liveness.rs`),
+    /// by `call`.
+    pub const QUORUM_LIVENESS: u32 = 6;
     /// Forwarding control requests (locate a leader, probe links, audit
     /// liveness), by `call`.
     pub const FORWARD_CALL: u32 = 16;

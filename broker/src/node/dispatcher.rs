@@ -21,6 +21,7 @@ impl NodeHandler for NodeDispatcher {
     fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture {
         match envelope.kind {
             kind::FORWARD_CALL => self.forwarder.clone().handle(from, envelope),
+            kind::QUORUM_LIVENESS => self.quorum.clone().handle_liveness(from, envelope),
             _ if envelope.channel == META_GROUP => {
                 let metadata = self.metadata.clone();
                 Box::pin(async move { metadata.handle_rpc(envelope).await })

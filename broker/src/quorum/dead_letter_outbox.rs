@@ -187,6 +187,7 @@ pub(super) async fn send_dead_letters(
             let Some(pass) = hold.pass().await else {
                 return;
             };
+            super::submit::lease_acknowledged(&raft).await;
             let written = raft.client_write(Command::DeadLettered { ids }).await;
             drop(pass);
             if let Err(error) = written {

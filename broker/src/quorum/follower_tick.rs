@@ -29,9 +29,14 @@
 //! - any other replica (candidate, learner, a follower that lost touch)
 //!   ticks. One that becomes candidate gets its tick back at once
 //!   (`leadership_watch.rs`).
+//!
+//! Quiet groups (`quiet.rs`) extend both: a quiet leader's heartbeat is
+//! not triggered, and a follower whose leader's node is alive by
+//! node-level liveness (`peer_liveness.rs`) goes without its tick however
+//! old its last AppendEntries.
 
 use std::hash::{Hash, Hasher};
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -39,6 +44,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use openraft::ServerState;
 
 use super::node::QuorumNode;
+use super::peer_liveness::PeerLiveness;
 use super::queue::QuorumQueue;
 use super::types::QueueRaftHandle;
 use crate::net::NodeId;
@@ -78,21 +84,34 @@ enum Needs {
     Heartbeats,
 }
 
-/// What `queue`'s replica here needs by the rule above.
-fn needs(queue: &QuorumQueue, me: NodeId, fresh: Duration) -> Needs {
-    let leader = {
-        let metrics = queue.raft.server_metrics();
-        let m = metrics.borrow_watched();
-        match (m.state, m.current_leader) {
-            (ServerState::Leader, Some(leader)) if leader == me => return Needs::Heartbeats,
-            (ServerState::Follower, Some(leader)) if leader != me => leader,
-            _ => return Needs::Tick,
-        }
+/// What `queue`'s replica here needs by the rule above, and by the quiet
+/// groups' (`quiet.rs`): a follower whose leader's node is alive, heard
+/// in its current incarnation, goes without the tick though the leader
+/// has stopped heartbeating; one whose leader is lost ticks again when
+/// `quiet::may_elect` says so.
+fn needs(
+    queue: &QuorumQueue,
+    me: NodeId,
+    fresh: Duration,
+    election_min: Duration,
+    liveness: &PeerLiveness,
+) -> Needs {
+    let metrics = queue.raft.metrics();
+    let m = metrics.borrow_watched();
+    let leader = match (m.state, m.current_leader) {
+        (ServerState::Leader, Some(leader)) if leader == me => return Needs::Heartbeats,
+        (ServerState::Follower, Some(leader)) if leader != me => leader,
+        _ => return Needs::Tick,
     };
-    let heard = queue
-        .leader_contact()
-        .is_some_and(|(heard, age)| heard == leader && age < fresh);
-    if heard {
+    let voters = || m.membership_config.membership().voter_ids();
+    if !voters().any(|v| v == leader) {
+        // Removed from the group: openraft's timer decides.
+        return Needs::Tick;
+    }
+    let heard = queue.heard_contact().filter(|(heard, _)| *heard == leader);
+    let knows = heard.is_some_and(|(_, age)| age < fresh || liveness.vouch(leader, age).is_some());
+    let name = queue.address().name();
+    if knows || !super::quiet::may_elect(name, voters(), leader, me, liveness, election_min) {
         Needs::Nothing
     } else {
         Needs::Tick
@@ -121,26 +140,42 @@ fn slot_of(name: &str) -> u64 {
 pub(super) fn spawn(node: Weak<QuorumNode>, config: &openraft::Config) {
     let period = Duration::from_millis((config.heartbeat_interval / SLOTS).max(1));
     let fresh = fresh_window(config);
+    let election_min = Duration::from_millis(config.election_timeout_min);
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut slot = 0u64;
+        // The node's replicas by slot, sorted once a round (hashing every
+        // name at every slot cost more than the visits at 1,000 queues);
+        // weak, so a stopped replica is not kept.
+        let mut round: Vec<Vec<Weak<QuorumQueue>>> = Vec::new();
         loop {
             interval.tick().await;
             slot = (slot + 1) % SLOTS;
             let Some(node) = node.upgrade() else {
                 return;
             };
-            let me = node.node_id();
-            for queue in node.queues() {
-                if slot_of(queue.address().name()) != slot {
-                    continue;
+            if slot == 0 || round.is_empty() {
+                round = vec![Vec::new(); SLOTS as usize];
+                for queue in node.queues() {
+                    round[slot_of(queue.address().name()) as usize].push(Arc::downgrade(&queue));
                 }
-                match needs(&queue, me, fresh) {
+            }
+            let me = node.node_id();
+            for queue in round[slot as usize].iter().filter_map(Weak::upgrade) {
+                match needs(&queue, me, fresh, election_min, &node.liveness) {
                     Needs::Tick => queue.raft.runtime_config().tick(true),
                     Needs::Nothing => queue.raft.runtime_config().tick(false),
                     Needs::Heartbeats => {
                         queue.raft.runtime_config().tick(false);
+                        let quiet = {
+                            let metrics = queue.raft.metrics();
+                            let m = metrics.borrow_watched();
+                            queue.shared.quiet.leader_visit(&m, me)
+                        };
+                        if quiet {
+                            continue;
+                        }
                         // Never waits: a group whose command channel is
                         // full (or that stopped) misses this beat rather
                         // than hold up every other group's.

@@ -216,6 +216,7 @@ impl QuorumNode {
             ids: Vec::new(),
             kind: SettleKind::Remove,
         };
+        super::submit::lease_acknowledged(&queue.raft).await;
         tokio::time::timeout(self.transfer_limit(), queue.raft.client_write(empty))
             .await
             .map_err(|_| "no quorum for an entry before the transfer".to_string())?

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use openraft::ServerState;
 
 use super::consumer_handover::start_leading;
+use super::quiet::Quiet;
 use super::state_machine::Shared;
 use super::types::QueueRaftHandle;
 use crate::codec::definitions::condition;
@@ -34,11 +35,11 @@ type QueueMetrics = Metrics<QueueRaft>;
 /// `Some(last log index)` while this node leads, as openraft reports it
 /// now, and a quorum acknowledged it within the check-quorum window;
 /// `None` otherwise.
-pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId) -> Option<u64> {
+pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId, quiet: &Quiet) -> Option<u64> {
     let window = raft.config().election_timeout_max;
     let m = raft.metrics();
     let m = m.borrow_watched();
-    leading_with_quorum(&m, node_id, window)
+    leading_with_quorum(&m, node_id, window, quiet)
 }
 
 /// The rule behind [`leadership`]: a leader whose quorum's last
@@ -46,22 +47,34 @@ pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId) -> Option<u64>
 /// reports the age at every turn of its loop, at least once a tick (1.5
 /// heartbeat intervals), so it is at most that stale. A leader alone in
 /// its group acknowledges itself; one just elected has no figure yet and
-/// counts (its votes were the acknowledgement).
-fn leading_with_quorum(m: &QueueMetrics, node_id: NodeId, window_ms: u64) -> Option<u64> {
+/// counts (its votes were the acknowledgement). A quiet leader counts
+/// while its quiet stamp is within the window (`quiet.rs`).
+fn leading_with_quorum(
+    m: &QueueMetrics,
+    node_id: NodeId,
+    window_ms: u64,
+    quiet: &Quiet,
+) -> Option<u64> {
     let leads = m.state == ServerState::Leader && m.current_leader == Some(node_id);
     // Reported at every turn of openraft's loop (0.10 keeps the figure,
     // deprecated for `last_quorum_acked`, and reports 0 for a leader alone).
     #[allow(deprecated)]
-    let heard = m.millis_since_quorum_ack.is_none_or(|ms| ms <= window_ms);
+    let heard = m.millis_since_quorum_ack.is_none_or(|ms| ms <= window_ms)
+        || quiet.vouched_within(window_ms);
     (leads && heard).then(|| m.last_log_index.unwrap_or(0))
 }
 
 /// Whether openraft says this node leads, but without a quorum's recent
 /// acknowledgement (so [`leadership`] says no).
-pub(super) fn leads_without_quorum(m: &QueueMetrics, node_id: NodeId, window_ms: u64) -> bool {
+pub(super) fn leads_without_quorum(
+    m: &QueueMetrics,
+    node_id: NodeId,
+    window_ms: u64,
+    quiet: &Quiet,
+) -> bool {
     m.state == ServerState::Leader
         && m.current_leader == Some(node_id)
-        && leading_with_quorum(m, node_id, window_ms).is_none()
+        && leading_with_quorum(m, node_id, window_ms, quiet).is_none()
 }
 
 /// Switch the queue to leading or not: a node that becomes leader builds
@@ -132,11 +145,11 @@ pub(super) async fn watch_leadership(
                 shared.leader_changes.fetch_add(1, Ordering::Relaxed);
             }
             (
-                leading_with_quorum(&m, node_id, window),
+                leading_with_quorum(&m, node_id, window, &shared.quiet),
                 m.current_term,
                 m.last_applied.map(|l| l.index) >= m.last_log_index,
                 #[allow(deprecated)]
-                leads_without_quorum(&m, node_id, window)
+                leads_without_quorum(&m, node_id, window, &shared.quiet)
                     .then_some(m.millis_since_quorum_ack)
                     .flatten(),
             )
@@ -207,6 +220,10 @@ pub(super) async fn watch_leadership(
 mod tests {
     use super::*;
 
+    fn awake() -> Quiet {
+        Quiet::default()
+    }
+
     #[allow(deprecated)]
     fn leader_metrics(me: NodeId, since_ack: Option<u64>) -> QueueMetrics {
         let mut m = QueueMetrics::new_initial(me);
@@ -220,25 +237,26 @@ mod tests {
     #[test]
     fn a_leader_serves_only_while_a_quorum_acknowledges_it() {
         assert_eq!(
-            leading_with_quorum(&leader_metrics(1, Some(0)), 1, 3000),
+            leading_with_quorum(&leader_metrics(1, Some(0)), 1, 3000, &awake()),
             Some(7)
         );
         assert_eq!(
-            leading_with_quorum(&leader_metrics(1, Some(3000)), 1, 3000),
+            leading_with_quorum(&leader_metrics(1, Some(3000)), 1, 3000, &awake()),
             Some(7)
         );
         assert_eq!(
-            leading_with_quorum(&leader_metrics(1, Some(3001)), 1, 3000),
+            leading_with_quorum(&leader_metrics(1, Some(3001)), 1, 3000, &awake()),
             None
         );
         assert!(leads_without_quorum(
             &leader_metrics(1, Some(3001)),
             1,
-            3000
+            3000,
+            &awake()
         ));
         // Just elected: no figure yet, its votes were the acknowledgement.
         assert_eq!(
-            leading_with_quorum(&leader_metrics(1, None), 1, 3000),
+            leading_with_quorum(&leader_metrics(1, None), 1, 3000, &awake()),
             Some(7)
         );
     }
@@ -248,7 +266,7 @@ mod tests {
         let mut m = leader_metrics(1, Some(0));
         m.state = ServerState::Follower;
         m.current_leader = Some(2);
-        assert_eq!(leading_with_quorum(&m, 1, 3000), None);
-        assert!(!leads_without_quorum(&m, 1, 3000));
+        assert_eq!(leading_with_quorum(&m, 1, 3000, &awake()), None);
+        assert!(!leads_without_quorum(&m, 1, 3000, &awake()));
     }
 }

@@ -17,7 +17,9 @@ use tokio::sync::OnceCell;
 
 use super::budget::NodeBudget;
 use super::cluster_view::{PeerRequests, ReplicaSets};
+use super::peer_liveness::{down_after, PeerLiveness};
 use super::queue::QuorumQueue;
+use super::quiet::Quiet;
 use super::state_machine::{BodyLimits, QueueStateMachine, Shared};
 use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
@@ -91,6 +93,8 @@ pub struct QuorumNode {
     pub(super) replica_sets: std::sync::OnceLock<Arc<dyn ReplicaSets>>,
     /// Requests to other nodes, once the node is wired.
     pub(super) peers: std::sync::OnceLock<Arc<dyn PeerRequests>>,
+    /// What this node knows of its peers' liveness (`peer_liveness.rs`).
+    pub(super) liveness: Arc<PeerLiveness>,
     /// Set by [`QuorumNode::shutdown`]: the metadata follower stops.
     pub(super) stopping: std::sync::atomic::AtomicBool,
     /// Groups the metadata no longer places here, since when (see
@@ -176,6 +180,7 @@ impl QuorumNode {
             store,
             transport,
             config,
+            liveness: Arc::new(PeerLiveness::new(down_after(&raft_config))),
             raft_config: Arc::new(raft_config),
             groups: Mutex::new(HashMap::new()),
             replica_sets: std::sync::OnceLock::new(),
@@ -196,9 +201,11 @@ impl QuorumNode {
             data_dir.to_path_buf(),
             ResourceLimits::from_config(&node.config),
         );
+        let mut held = Vec::new();
         for name in node.names_on_disk()? {
-            node.ensure_open(&name, None).await?;
+            held.push(node.ensure_open(&name, None).await?);
         }
+        node.start_liveness(held);
         Ok(node)
     }
 
@@ -379,6 +386,7 @@ impl QuorumNode {
             self.commit_latency.clone(),
         );
         shared.dead_letter_router = self.dead_letter_router.clone();
+        shared.quiet = Arc::new(Quiet::new(self.liveness.clone()));
         let shared = Arc::new(shared);
         shared
             .lock()
@@ -547,17 +555,6 @@ const INSTALL_SNAPSHOT_TIMEOUT_MS: u64 = 30_000;
 const MAX_PAYLOAD_ENTRIES: u64 = 64;
 /// Bytes of one snapshot transfer chunk (see `open`).
 const SNAPSHOT_CHUNK_BYTES: u64 = 1024 * 1024;
-
-/// The members of a group without cluster metadata (a `QuorumNode` used
-/// on its own, or before `attach_metadata`): `replication_factor` nodes of
-/// the cluster in ring order from a place chosen by the group id. With
-/// metadata attached, `placement.rs` asks the metadata instead.
-pub(crate) fn replicas_of(config: &QuorumConfig, group: GroupId) -> Vec<NodeId> {
-    let all = config.cluster_members();
-    let start = (group % all.len() as u64) as usize;
-    let n = config.replication_factor.clamp(1, all.len());
-    (0..n).map(|i| all[(start + i) % all.len()]).collect()
-}
 
 /// Initialize a group new to this node with `members` (if it is not yet):
 /// used by the node that creates the queue (its preferred leader, which

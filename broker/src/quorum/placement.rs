@@ -25,8 +25,9 @@ use openraft::{BasicNode, ServerState};
 use tokio::time::Instant;
 
 use super::cluster_view::{PeerRequests, ReplicaSet, ReplicaSets};
-use super::node::{initialize, replicas_of, QuorumError, QuorumNode};
+use super::node::{initialize, QuorumError, QuorumNode};
 use super::queue::QuorumQueue;
+use crate::config::QuorumConfig;
 use crate::net::NodeId;
 use crate::queue::{Queue, QueueAddress};
 use crate::raft::{group_id, GroupId};
@@ -285,4 +286,15 @@ async fn follow_replica_sets(node: Weak<QuorumNode>, sets: Arc<dyn ReplicaSets>)
             _ = tokio::time::sleep(TICK) => {}
         }
     }
+}
+
+/// The members of a group without cluster metadata (a `QuorumNode` used
+/// on its own, or before `attach_metadata`): `replication_factor` nodes of
+/// the cluster in ring order from a place chosen by the group id. With
+/// metadata attached, `placement.rs` asks the metadata instead.
+pub(crate) fn replicas_of(config: &QuorumConfig, group: GroupId) -> Vec<NodeId> {
+    let all = config.cluster_members();
+    let start = (group % all.len() as u64) as usize;
+    let n = config.replication_factor.clamp(1, all.len());
+    (0..n).map(|i| all[(start + i) % all.len()]).collect()
 }

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::hold::ProposalHold;
 use super::leadership_watch::leads_without_quorum;
 use super::publish_gate::PublishGate;
+use super::quiet::Quiet;
 use super::types::{Command, QueueRaft, QueueRaftHandle, ENQUEUE_BATCH_MAX};
 use crate::latency::LatencyHistogram;
 use crate::queue::{Outcome, PublishConfirm};
@@ -46,6 +47,7 @@ pub(super) async fn propose_in_order(
     timeout: Duration,
     hold: Arc<ProposalHold>,
     commit_latency: Arc<LatencyHistogram>,
+    quiet: Arc<Quiet>,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(ENTRIES_IN_FLIGHT_MAX));
     let mut carry: Option<Proposal> = None;
@@ -120,9 +122,10 @@ pub(super) async fn propose_in_order(
             }
         };
         let group = raft.clone();
+        let quiet = quiet.clone();
         let commit_latency = commit_latency.clone();
         tokio::spawn(async move {
-            let outcome = await_commit(&group, committed, timeout, n).await;
+            let outcome = await_commit(&group, &quiet, committed, timeout, n).await;
             if outcome == Outcome::Accepted {
                 commit_latency.observe(proposed_at.elapsed());
             }
@@ -148,6 +151,7 @@ const WAIT_BEFORE_WATCHING: Duration = Duration::from_millis(50);
 /// a false `accepted`.
 async fn await_commit(
     raft: &QueueRaftHandle,
+    quiet: &Arc<Quiet>,
     mut committed: oneshot::Receiver<ClientWriteResult<QueueRaft>>,
     timeout: Duration,
     n: usize,
@@ -158,7 +162,7 @@ async fn await_commit(
         Ok(result) => Ok(result),
         Err(_) => tokio::select! {
             waited = tokio::time::timeout_at(deadline, &mut committed) => waited,
-            () = quorum_lost(raft.clone()) => {
+            () = quorum_lost(raft.clone(), quiet.clone()) => {
                 tracing::debug!(n, "leader without a quorum: publishes released");
                 return Outcome::Released;
             }
@@ -179,9 +183,10 @@ async fn await_commit(
 }
 
 /// Resolves once this replica leads without a quorum's acknowledgement
-/// for twice the check-quorum window (`leadership_watch.rs`); never if the
-/// group shuts down first.
-async fn quorum_lost(raft: QueueRaftHandle) {
+/// for twice the check-quorum window (`leadership_watch.rs`; a quiet
+/// leader's window counts from its wake, `quiet.rs`); never if the group
+/// shuts down first.
+async fn quorum_lost(raft: QueueRaftHandle, quiet: Arc<Quiet>) {
     let mut metrics = raft.metrics();
     // Twice the serving window: an overloaded leader whose acknowledgements
     // are merely late (1,000 groups on two busy cores) keeps its publishes;
@@ -190,7 +195,7 @@ async fn quorum_lost(raft: QueueRaftHandle) {
     loop {
         let cut_off = {
             let m = metrics.borrow_and_update();
-            leads_without_quorum(&m, m.id, window)
+            leads_without_quorum(&m, m.id, window, &quiet)
         };
         if cut_off {
             return;

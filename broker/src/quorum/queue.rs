@@ -91,6 +91,7 @@ impl QuorumQueue {
             publish_timeout,
             hold.clone(),
             shared.commit_latency.clone(),
+            shared.quiet.clone(),
         ));
         tokio::spawn(watch_leadership(
             raft.clone(),
@@ -224,8 +225,21 @@ impl QuorumQueue {
 
     /// The leader this replica last heard from and how long ago, if it
     /// ever did: a follower's evidence that its leader is alive.
-    pub(crate) fn leader_contact(&self) -> Option<(NodeId, Duration)> {
+    /// The last contact with the leader, as heard (not vouched for).
+    pub(super) fn heard_contact(&self) -> Option<(NodeId, Duration)> {
         self.contact.last()
+    }
+
+    /// Node-level liveness vouches for a leader heard in its node's
+    /// current incarnation whose node is alive (`quiet.rs`).
+    pub(crate) fn leader_contact(&self) -> Option<(NodeId, Duration)> {
+        let (leader, age) = self.contact.last()?;
+        let vouched = self
+            .shared
+            .quiet
+            .liveness()
+            .and_then(|l| l.vouch(leader, age));
+        Some((leader, vouched.map_or(age, |heard| heard.min(age))))
     }
 
     /// Whether openraft makes this replica the leader while no quorum has
@@ -236,6 +250,7 @@ impl QuorumQueue {
             &self.raft.metrics().borrow_watched(),
             self.node_id,
             self.raft.config().election_timeout_max,
+            &self.shared.quiet,
         )
     }
 
@@ -281,7 +296,7 @@ impl QuorumQueue {
     pub(crate) fn sync_leadership(&self) -> bool {
         set_leading(
             &self.shared,
-            leadership(&self.raft, self.node_id),
+            leadership(&self.raft, self.node_id, &self.shared.quiet),
             self.raft.metrics().borrow_watched().current_term,
             self.node_id,
             &self.address.to_string(),
@@ -386,7 +401,7 @@ impl Queue for QuorumQueue {
         // Do not wait for the watcher task to notice a fresh election.
         set_leading(
             &self.shared,
-            leadership(&self.raft, self.node_id),
+            leadership(&self.raft, self.node_id, &self.shared.quiet),
             self.raft.metrics().borrow_watched().current_term,
             self.node_id,
             &self.address.to_string(),

@@ -76,6 +76,7 @@ impl QuorumQueue {
             let waiting = inner.index.len().saturating_sub(except.len());
             (upto, except, waiting)
         };
+        super::submit::lease_acknowledged(&self.raft).await;
         let write = self.raft.client_write(Command::Purge { upto, except });
         match tokio::time::timeout(PURGE_COMMIT_WAIT, write).await {
             Ok(Ok(_)) => Ok(waiting),

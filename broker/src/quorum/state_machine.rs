@@ -149,6 +149,8 @@ pub(crate) struct Shared {
     pub(crate) dead_letter_router: Arc<OnceLock<SharedRouter>>,
     /// A snapshot the leader is streaming here (`raft::snapshot_stream`).
     pub(crate) snapshot_in: SnapshotReceiver<Staging>,
+    /// Whether the group is quiet here (`quiet.rs`).
+    pub(crate) quiet: Arc<super::quiet::Quiet>,
 }
 
 impl Shared {
@@ -171,6 +173,7 @@ impl Shared {
             dead_letter_wake: tokio::sync::Notify::new(),
             dead_letter_router: Arc::default(),
             snapshot_in: SnapshotReceiver::default(),
+            quiet: Arc::default(),
         }
     }
 

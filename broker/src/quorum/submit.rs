@@ -29,27 +29,45 @@ pub(super) async fn write_ff(
 }
 
 /// openraft 0.10 refuses a write (`ForwardToLeader` naming no leader,
-/// reason "lease expired") while its leader lease is not valid, and a
-/// leader just elected has none until a quorum acknowledged it in its
-/// term (one append round trip). Publishes that came in that gap were
-/// answered `released` (the first publish to a new queue, after its
-/// attach waited for the election). Wait for that first acknowledgement,
-/// bounded by the lease (`election_timeout_max`); then submit anyway: a
+/// reason "lease expired") while its leader lease is not valid: a leader
+/// just elected has none until a quorum acknowledged it in its term (one
+/// append round trip), and a quiet leader (`quiet.rs`, no heartbeats) lets
+/// it lapse. Publishes that came in that gap were answered `released`
+/// (the first publish to a new queue, after its attach waited for the
+/// election). A leader whose last quorum acknowledgement is older than
+/// half the lease sends a heartbeat and waits for it to be acknowledged,
+/// bounded by the lease (`election_timeout_max`); then submits anyway: a
 /// leader that still has none is cut off and its refusal is the answer.
 /// The caller's order is kept: it waits in line.
-async fn lease_acknowledged(raft: &QueueRaftHandle) {
+pub(super) async fn lease_acknowledged(raft: &QueueRaftHandle) {
+    let lease = Duration::from_millis(raft.config().election_timeout_max);
     let awaiting = |m: &openraft::RaftMetrics<QueueRaft>| {
-        // `Some(0)` for a leader alone in its group, `None` before the
-        // first acknowledgement (0.10 keeps the figure, deprecated).
-        #[allow(deprecated)]
-        let none_yet = m.millis_since_quorum_ack.is_none();
-        m.state == ServerState::Leader && none_yet
+        // `None` before the first acknowledgement; a leader alone in its
+        // group acknowledges itself at every turn.
+        let stale = m
+            .last_quorum_acked
+            .as_ref()
+            .is_none_or(|at| openraft::Instant::elapsed(&**at) >= lease / 2);
+        let alone = m
+            .membership_config
+            .membership()
+            .voter_ids()
+            .nth(1)
+            .is_none();
+        m.state == ServerState::Leader && stale && !alone
     };
     let mut metrics = raft.metrics();
-    if !awaiting(&metrics.borrow_watched()) {
+    let (waits, acked) = {
+        let m = metrics.borrow_watched();
+        (awaiting(&m), m.last_quorum_acked.is_some())
+    };
+    if !waits {
         return;
     }
-    let lease = Duration::from_millis(raft.config().election_timeout_max);
+    if acked {
+        // Lapsed (a quiet leader): ask for the acknowledgements now.
+        let _ = raft.trigger().heartbeat().await;
+    }
     let _ = tokio::time::timeout(lease, async {
         while metrics.changed().await.is_ok() {
             if !awaiting(&metrics.borrow_watched()) {

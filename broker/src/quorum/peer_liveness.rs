@@ -1,0 +1,357 @@
+//! Node-level liveness: each node probes every peer over the fabric a few
+//! times a second (one small call per peer, whatever the number of
+//! groups), and knows of each whether it is alive, since when it runs as
+//! its current incarnation (a boot id, new at every start), and since when
+//! it is lost.
+//!
+//! Quiet groups (`quiet.rs`) rest on it: a follower whose leader's node is
+//! alive, and who heard that leader in its current incarnation, needs no
+//! heartbeat to know its leader lives; a leader whose voters' nodes are
+//! all alive and all hold its last entry may stop heartbeating. A peer is
+//! alive while it answered within [`PeerLiveness::down_after`] and its log
+//! store works (a node that cannot write leads nothing). Hearing a probe
+//! from a peer counts as hearing the peer.
+//!
+//! The probe (kind [`crate::net::kind::QUORUM_LIVENESS`]) carries the
+//! asker's id and boot id; the answer the answerer's boot id and whether
+//! its log store works, so both sides learn of a restart at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::node::QuorumNode;
+use crate::net::{kind, CallFuture, Envelope, NodeId, TransportError};
+
+/// How often each peer is probed.
+const PROBE_EVERY: Duration = Duration::from_millis(250);
+
+/// The time-out after which a silent peer counts as lost: the shortest
+/// election time-out less a probe interval, so a lost leader's groups
+/// elect within an election time-out or so of its death.
+pub(super) fn down_after(config: &openraft::Config) -> Duration {
+    let min = Duration::from_millis(config.election_timeout_min);
+    min.saturating_sub(PROBE_EVERY).max(PROBE_EVERY * 2)
+}
+
+/// What this node knows of its peers.
+#[derive(Debug)]
+pub(crate) struct PeerLiveness {
+    /// This incarnation's boot id (never 0).
+    boot: u64,
+    /// When this node started.
+    started: Instant,
+    /// A peer not heard from for this long is lost.
+    down_after: Duration,
+    peers: Mutex<HashMap<NodeId, Peer>>,
+    /// The peers this node probes.
+    probed: Mutex<std::collections::HashSet<NodeId>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    boot: u64,
+    /// Since when it runs as `boot` (as seen from here).
+    up_since: Instant,
+    last_heard: Instant,
+    /// Its log store works.
+    serving: bool,
+}
+
+/// One peer as this node sees it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PeerState {
+    /// Heard within the down time-out, its store working; its current
+    /// incarnation seen since `up_since`, last heard `heard_ago` ago.
+    Alive {
+        up_since: Instant,
+        heard_ago: Duration,
+    },
+    /// Not heard from (or not serving) since `lost_at`.
+    Lost { lost_at: Instant },
+}
+
+impl PeerState {
+    /// Whether the peer is alive.
+    pub(crate) fn is_alive(self) -> bool {
+        matches!(self, PeerState::Alive { .. })
+    }
+}
+
+/// The probe.
+#[derive(Debug, Serialize, Deserialize)]
+struct Probe {
+    from: NodeId,
+    boot: u64,
+}
+
+/// Its answer.
+#[derive(Debug, Serialize, Deserialize)]
+struct ProbeAnswer {
+    boot: u64,
+    serving: bool,
+}
+
+impl PeerLiveness {
+    /// Liveness for a node whose peers count as lost after `down_after`
+    /// without an answer.
+    pub(crate) fn new(down_after: Duration) -> PeerLiveness {
+        let mut bytes = [0u8; 8];
+        let boot = match getrandom::fill(&mut bytes) {
+            Ok(()) => u64::from_le_bytes(bytes),
+            Err(_) => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        };
+        PeerLiveness {
+            boot: boot | 1,
+            started: Instant::now(),
+            down_after,
+            peers: Mutex::new(HashMap::new()),
+            probed: Mutex::default(),
+        }
+    }
+
+    /// The time-out after which a silent peer is lost.
+    pub(crate) fn down_after(&self) -> Duration {
+        self.down_after
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<NodeId, Peer>> {
+        self.peers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Note that `peer` is probed from now on; whether it was not yet.
+    fn probed(&self, peer: NodeId) -> bool {
+        self.probed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(peer)
+    }
+
+    /// `peer` was heard from just now, as incarnation `boot`.
+    pub(super) fn heard(&self, peer: NodeId, boot: u64, serving: bool) {
+        let now = Instant::now();
+        let mut peers = self.lock();
+        let entry = peers.entry(peer).or_insert(Peer {
+            boot,
+            up_since: now,
+            last_heard: now,
+            serving,
+        });
+        if entry.boot != boot {
+            tracing::info!(peer, "peer node restarted (new boot id)");
+            entry.boot = boot;
+            entry.up_since = now;
+        }
+        entry.last_heard = now;
+        entry.serving = serving;
+    }
+
+    /// `peer` as this node sees it now.
+    pub(crate) fn state(&self, peer: NodeId) -> PeerState {
+        let now = Instant::now();
+        match self.lock().get(&peer) {
+            None => PeerState::Lost {
+                lost_at: self.started,
+            },
+            Some(p) => {
+                let heard_ago = now.saturating_duration_since(p.last_heard);
+                if p.serving && heard_ago < self.down_after {
+                    PeerState::Alive {
+                        up_since: p.up_since,
+                        heard_ago,
+                    }
+                } else {
+                    PeerState::Lost {
+                        lost_at: (p.last_heard + self.down_after).min(now),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether every one of `peers` was heard from since this node started.
+    fn heard_from_all(&self, peers: &[NodeId]) -> bool {
+        let table = self.lock();
+        peers.iter().all(|p| table.contains_key(p))
+    }
+
+    /// How long ago `leader` was last heard, if its node is alive and a
+    /// contact with it `contact_age` ago came from its current
+    /// incarnation: then a follower knows its leader lives without its
+    /// heartbeats.
+    pub(crate) fn vouch(&self, leader: NodeId, contact_age: Duration) -> Option<Duration> {
+        match self.state(leader) {
+            PeerState::Alive {
+                up_since,
+                heard_ago,
+            } => {
+                let contact_at = Instant::now().checked_sub(contact_age)?;
+                (contact_at >= up_since).then_some(heard_ago)
+            }
+            PeerState::Lost { .. } => None,
+        }
+    }
+}
+
+impl QuorumNode {
+    /// Start probing the peers (one task per peer, each ending with the
+    /// node), and hold the elections of the groups opened from disk until
+    /// every peer had a chance to wake the quiet groups it leads.
+    pub(super) fn start_liveness(self: &Arc<Self>, held: Vec<Arc<super::queue::QuorumQueue>>) {
+        let peers: Vec<NodeId> = self
+            .config
+            .cluster_members()
+            .into_iter()
+            .filter(|p| *p != self.node_id)
+            .collect();
+        for &peer in &peers {
+            if self.liveness.probed(peer) {
+                tokio::spawn(probe_loop(Arc::downgrade(self), peer));
+            }
+        }
+        if held.is_empty() || peers.is_empty() {
+            // Alone: nobody leads anything quietly elsewhere.
+            return;
+        }
+        for queue in &held {
+            queue.raft.runtime_config().elect(false);
+        }
+        let node = Arc::downgrade(self);
+        let settle = Duration::from_millis(self.raft_config.heartbeat_interval * 2);
+        tokio::spawn(async move {
+            let started = Instant::now();
+            loop {
+                tokio::time::sleep(PROBE_EVERY).await;
+                let Some(node) = node.upgrade() else { return };
+                let waited = started.elapsed();
+                // A peer that knows this incarnation wakes the groups it
+                // leads with this node as a voter at its next visit of
+                // them (`follower_tick.rs`); one silent for the down
+                // time-out is down.
+                if waited >= STARTUP_HOLD_MAX
+                    || waited >= node.liveness.down_after()
+                    || node.liveness.heard_from_all(&peers)
+                {
+                    break;
+                }
+            }
+            tokio::time::sleep(settle).await;
+            tracing::info!(
+                after_ms = started.elapsed().as_millis() as u64,
+                groups = held.len(),
+                "start-up hold over: groups opened from disk may elect"
+            );
+            for queue in held {
+                queue.raft.runtime_config().elect(true);
+            }
+        });
+    }
+
+    /// Answer a peer's liveness probe.
+    pub fn handle_liveness(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture {
+        let answer = match postcard::from_bytes::<Probe>(&envelope.payload) {
+            Ok(probe) if probe.from == from => {
+                self.liveness.heard(from, probe.boot, true);
+                if self.liveness.probed(from) {
+                    // A node this one was not configured with (added to
+                    // the cluster since): probe it too.
+                    tokio::spawn(probe_loop(Arc::downgrade(&self), from));
+                }
+                let answer = ProbeAnswer {
+                    boot: self.liveness.boot,
+                    serving: self.log_store().failure().is_none(),
+                };
+                postcard::to_allocvec(&answer)
+                    .map(Bytes::from)
+                    .map_err(|e| e.to_string())
+            }
+            Ok(_) => Err("liveness probe: sender does not match".to_string()),
+            Err(e) => Err(format!("liveness probe: {e}")),
+        };
+        let node = self.node_id;
+        Box::pin(async move { answer.map_err(|message| TransportError::Remote { node, message }) })
+    }
+}
+
+/// The longest groups opened from disk hold their elections.
+const STARTUP_HOLD_MAX: Duration = Duration::from_secs(6);
+
+/// Probe `peer` every [`PROBE_EVERY`] until the node goes.
+async fn probe_loop(node: Weak<QuorumNode>, peer: NodeId) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let Some(node) = node.upgrade() else { return };
+        let probe = Probe {
+            from: node.node_id,
+            boot: node.liveness.boot,
+        };
+        let Ok(payload) = postcard::to_allocvec(&probe) else {
+            return;
+        };
+        let envelope = Envelope {
+            channel: 0,
+            kind: kind::QUORUM_LIVENESS,
+            meta: Bytes::new(),
+            payload: Bytes::from(payload),
+        };
+        let call = node.transport.call(node.node_id, peer, envelope);
+        let within = node.liveness.down_after();
+        let liveness = node.liveness.clone();
+        // Not holding the node while waiting for the answer.
+        drop(node);
+        if let Ok(Ok(reply)) = tokio::time::timeout(within, call).await {
+            if let Ok(answer) = postcard::from_bytes::<ProbeAnswer>(&reply) {
+                liveness.heard(peer, answer.boot, answer.serving);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_is_alive_while_heard_and_lost_after_the_time_out() {
+        let live = PeerLiveness::new(Duration::from_millis(1000));
+        assert!(matches!(live.state(2), PeerState::Lost { .. }));
+        live.heard(2, 7, true);
+        assert!(live.state(2).is_alive());
+        tokio::time::advance(Duration::from_millis(600)).await;
+        assert!(live.state(2).is_alive());
+        // A contact 500 ms ago came from this incarnation.
+        assert!(live.vouch(2, Duration::from_millis(500)).is_some());
+        // One 700 ms ago came before it was first heard as boot 7.
+        assert_eq!(live.vouch(2, Duration::from_millis(700)), None);
+        tokio::time::advance(Duration::from_millis(500)).await;
+        let heard = Instant::now() - Duration::from_millis(1100);
+        assert_eq!(
+            live.state(2),
+            PeerState::Lost {
+                lost_at: heard + Duration::from_millis(1000)
+            }
+        );
+        assert_eq!(live.vouch(2, Duration::ZERO), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_restart_or_a_failed_store_ends_the_vouching() {
+        let live = PeerLiveness::new(Duration::from_millis(1000));
+        live.heard(3, 7, true);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        live.heard(3, 9, true);
+        // Heard 50 ms ago: before the restart (100 ms ago no, 0 ms yes).
+        assert_eq!(live.vouch(3, Duration::from_millis(50)), None);
+        assert!(live.vouch(3, Duration::ZERO).is_some());
+        live.heard(3, 9, false);
+        assert!(!live.state(3).is_alive());
+        assert!(live.heard_from_all(&[3]));
+        assert!(!live.heard_from_all(&[3, 4]));
+    }
+}

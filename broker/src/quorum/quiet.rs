@@ -1,0 +1,252 @@
+//! Quiet groups: an idle quorum queue's leader stops heartbeating, and
+//! its followers go on without the heartbeats, trusting node-level
+//! liveness (`peer_liveness.rs`) instead. At 10,000 queues the heartbeats
+//! of every group were most of an idle cluster's work.
+//!
+//! The rules (applied by the node's driver, `follower_tick.rs`, at each
+//! visit of a replica):
+//! - A leader is quiet while its last entry has been applied here for
+//!   [`QUIET_AFTER`], every voter's node is alive, every voter holds the
+//!   last entry (openraft's replication metrics) and every voter
+//!   acknowledged a heartbeat sent after that entry was applied here (so it
+//!   knows it committed) and after the voter's node was seen in its
+//!   current incarnation (a restarted voter hears from its leader first).
+//!   A quiet leader's heartbeats are not triggered. Anything else wakes it
+//!   at once: a write (openraft replicates it without a heartbeat; the
+//!   next visit sees the log moved), a voter's node lost or restarted.
+//!   So no group sleeps while one of its voters is down: its replicas
+//!   elsewhere keep hearing it, which the forwarding's cut-off reasoning
+//!   relies on.
+//! - A follower goes without its tick while its leader's node is alive
+//!   and it heard that leader in the node's current incarnation (and the
+//!   leader still is a voter): it knows its leader lives. When the
+//!   leader's node is lost (or restarted), one surviving voter, the
+//!   group's [`successor`], gets its tick back at once and elects at its
+//!   first tick (openraft's election timer counts from the last contact,
+//!   long past in a quiet group); the others wait an election time-out
+//!   more, so the two do not split the vote.
+//! - Check-quorum (`leadership_watch.rs`): a quiet leader has no fresh
+//!   acknowledgements, so each quiet visit stamps the group as vouched
+//!   for (its voters' nodes alive), and a leader serves while its
+//!   quorum's acknowledgement or that stamp is within the window. Woken,
+//!   the stamp stops moving: the window counts from the wake, never from
+//!   the last acknowledgement before the group went quiet (counting from
+//!   that, groups woken together by a burst of publishes stopped serving
+//!   and released publishes whose entries later committed).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::peer_liveness::{PeerLiveness, PeerState};
+use crate::net::NodeId;
+use crate::raft::leadership::Metrics;
+
+use super::types::QueueRaft;
+
+/// How long a leader's log must have stood still before it goes quiet.
+pub(super) const QUIET_AFTER: Duration = Duration::from_secs(2);
+
+/// One group's quiet state on this node.
+#[derive(Debug, Default)]
+pub(crate) struct Quiet {
+    /// The node's liveness (set when the group opens on a node).
+    liveness: OnceLock<Arc<PeerLiveness>>,
+    /// The leader's view of its log, for the rule above.
+    state: Mutex<LeaderState>,
+    /// Milliseconds after [`clock_base`], plus one, of the last visit that
+    /// found this leader quiet with its voters alive (0: never).
+    vouched_ms: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct LeaderState {
+    /// The last log index applied here, as of `since`.
+    index: Option<u64>,
+    since: Option<Instant>,
+    quiet: bool,
+}
+
+/// What the quiet-group clock counts from.
+fn clock_base() -> std::time::Instant {
+    static BASE: OnceLock<std::time::Instant> = OnceLock::new();
+    *BASE.get_or_init(std::time::Instant::now)
+}
+
+fn now_ms() -> u64 {
+    clock_base().elapsed().as_millis() as u64 + 1
+}
+
+impl Quiet {
+    /// Quiet state using the node's `liveness`.
+    pub(crate) fn new(liveness: Arc<PeerLiveness>) -> Quiet {
+        let quiet = Quiet::default();
+        let _ = quiet.liveness.set(liveness);
+        quiet
+    }
+
+    /// The node's liveness, if the group runs on a node.
+    pub(crate) fn liveness(&self) -> Option<&Arc<PeerLiveness>> {
+        self.liveness.get()
+    }
+
+    /// Whether this leader was found quiet, its voters alive, within the
+    /// last `window_ms`.
+    pub(crate) fn vouched_within(&self, window_ms: u64) -> bool {
+        let at = self.vouched_ms.load(Ordering::Relaxed);
+        at != 0 && now_ms().saturating_sub(at) <= window_ms
+    }
+
+    /// Whether the leader was quiet at the last visit.
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).quiet
+    }
+
+    /// A visit of this node's leader replica: whether it is quiet (its
+    /// heartbeat is then not triggered).
+    pub(super) fn leader_visit(&self, m: &Metrics<QueueRaft>, me: NodeId) -> bool {
+        let Some(liveness) = self.liveness.get() else {
+            return false;
+        };
+        let now = Instant::now();
+        let last = m.last_log_index;
+        let applied = m.last_applied.map(|l| l.index);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.index != last || applied != last || state.since.is_none() {
+            state.index = last;
+            state.since = (applied == last).then_some(now);
+            state.quiet = false;
+            return false;
+        }
+        let Some(since) = state.since else {
+            return false;
+        };
+        let quiet = now.saturating_duration_since(since) >= QUIET_AFTER
+            && m.membership_config
+                .membership()
+                .voter_ids()
+                .filter(|v| *v != me)
+                .all(|v| voter_settled(m, v, last, since, liveness.state(v)));
+        state.quiet = quiet;
+        drop(state);
+        if quiet {
+            self.vouched_ms.store(now_ms(), Ordering::Relaxed);
+        }
+        quiet
+    }
+}
+
+/// Whether voter `v` lets its leader go quiet: its node alive, holding
+/// the last entry `last`, and it acknowledged a heartbeat sent after
+/// `since` and after its node's current incarnation was first seen.
+fn voter_settled(
+    m: &Metrics<QueueRaft>,
+    v: NodeId,
+    last: Option<u64>,
+    since: Instant,
+    state: PeerState,
+) -> bool {
+    let PeerState::Alive { up_since, .. } = state else {
+        return false;
+    };
+    let matched = m
+        .replication
+        .as_ref()
+        .and_then(|r| r.get(&v).cloned().flatten())
+        .map(|l| l.index);
+    // openraft's instants convert to nothing: compare ages.
+    let acked_ago = m
+        .heartbeat
+        .as_ref()
+        .and_then(|h| h.get(&v).cloned().flatten())
+        .map(|t| openraft::Instant::elapsed(&*t));
+    matched == last
+        && acked_ago.is_some_and(|ago| ago < since.elapsed() && ago < up_since.elapsed())
+}
+
+/// The voter that elects at once when `leader` is lost: one of the
+/// others whose node is alive (this node counts as alive), picked by the
+/// group's name, so the groups of a lost node spread over the survivors.
+pub(super) fn successor(
+    name: &str,
+    voters: impl Iterator<Item = NodeId>,
+    leader: NodeId,
+    me: NodeId,
+    liveness: &PeerLiveness,
+) -> Option<NodeId> {
+    let alive: Vec<NodeId> = voters
+        .filter(|v| *v != leader && (*v == me || liveness.state(*v).is_alive()))
+        .collect();
+    if alive.is_empty() {
+        return None;
+    }
+    let hash = crate::raft::group_id(name);
+    Some(alive[(hash % alive.len() as u64) as usize])
+}
+
+/// Whether a follower whose leader is `leader` (lost, or restarted since
+/// their last contact) may elect now: at once if it is the group's
+/// successor, an election time-out after the loss otherwise.
+pub(super) fn may_elect(
+    name: &str,
+    voters: impl Iterator<Item = NodeId>,
+    leader: NodeId,
+    me: NodeId,
+    liveness: &PeerLiveness,
+    election_min: Duration,
+) -> bool {
+    let lost_at = match liveness.state(leader) {
+        PeerState::Lost { lost_at } => lost_at,
+        PeerState::Alive { up_since, .. } => up_since,
+    };
+    lost_at.elapsed() >= election_min || successor(name, voters, leader, me, liveness) == Some(me)
+}
+
+impl super::queue::QuorumQueue {
+    /// Whether this replica leads the group quietly (no heartbeats), as
+    /// of the node's last visit of it.
+    pub fn is_quiet(&self) -> bool {
+        self.is_leading() && self.shared.quiet.is_quiet()
+    }
+
+    /// How long ago this replica last took an AppendEntries (a heartbeat
+    /// included) from its leader, if it ever did.
+    pub fn last_append_age(&self) -> Option<Duration> {
+        self.heard_contact().map(|(_, age)| age)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stamp_counts_only_within_its_window() {
+        let quiet = Quiet::default();
+        assert!(!quiet.vouched_within(3000));
+        quiet.vouched_ms.store(now_ms(), Ordering::Relaxed);
+        assert!(quiet.vouched_within(3000));
+        assert!(quiet.vouched_within(0) || now_ms() > 1);
+    }
+
+    #[tokio::test]
+    async fn the_lost_leaders_groups_spread_over_the_alive_voters() {
+        let liveness = PeerLiveness::new(Duration::from_secs(1));
+        let pick = |live: &PeerLiveness, i: usize| {
+            successor(&format!("q{i}"), [1, 2, 3].into_iter(), 1, 2, live)
+        };
+        // Node 3 never heard from: this node (2) takes every group.
+        assert!((0..20).all(|i| pick(&liveness, i) == Some(2)));
+        liveness.heard(3, 5, true);
+        let mut counts = [0usize; 4];
+        for i in 0..100 {
+            counts[pick(&liveness, i).unwrap() as usize] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        assert!(counts[2] > 20 && counts[3] > 20, "{counts:?}");
+        // The leader alone: nobody to take over.
+        assert_eq!(successor("q", [1].into_iter(), 1, 2, &liveness), None);
+    }
+}

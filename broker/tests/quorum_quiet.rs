@@ -1,0 +1,195 @@
+//! Quiet quorum groups (`quorum/quiet.rs`) on a 3-node in-process cluster
+//! with the default Raft timings: once idle, every queue's leader stops
+//! heartbeating (its followers take no AppendEntries for seconds) and
+//! nothing is elected; a publish through a real client (fe2o3-amqp) wakes
+//! a quiet queue and is accepted and delivered; when a node dies (cut off
+//! from both others, then crashed), every
+//! queue it led gets a new leader within the election time-out although
+//! its followers had not heard from it for seconds (node-level liveness,
+//! `quorum/peer_liveness.rs`), and the queues it did not lead keep their
+//! leaders.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ramqpd_broker::queue::QueueAddress;
+use ramqpd_broker::quorum::QuorumQueue;
+use ramqpd_broker::{BrokerConfig, Cluster};
+
+const QUEUES: usize = 24;
+
+fn name(i: usize) -> String {
+    format!("quiet{i}")
+}
+
+/// Every running node's replica of queue `i`.
+fn replicas(cluster: &Cluster, i: usize) -> Vec<(u64, Arc<QuorumQueue>)> {
+    let address = QueueAddress::parse(&format!("/quorum/{}", name(i))).unwrap();
+    cluster
+        .running()
+        .into_iter()
+        .filter_map(|id| Some((id, cluster.node(id)?.quorum().get(&address)?)))
+        .collect()
+}
+
+/// Queue `i`'s leader and term, if every running replica agrees on them.
+fn agreed(cluster: &Cluster, i: usize) -> Option<(u64, u64)> {
+    agreed_without(cluster, i, 0)
+}
+
+/// The same, leaving node `out`'s replica out.
+fn agreed_without(cluster: &Cluster, i: usize, out: u64) -> Option<(u64, u64)> {
+    let status: Vec<_> = replicas(cluster, i)
+        .iter()
+        .filter(|(id, _)| *id != out)
+        .map(|(_, q)| q.raft_status())
+        .collect();
+    let first = status.first()?;
+    let leader = first.leader?;
+    status
+        .iter()
+        .all(|s| s.leader == Some(leader) && s.term == first.term)
+        .then_some((leader, first.term))
+}
+
+/// Whether queue `i`'s leader is quiet and its followers heard no
+/// AppendEntries for `silent` at least.
+fn quiet_for(cluster: &Cluster, i: usize, silent: Duration) -> bool {
+    let Some((leader, _)) = agreed(cluster, i) else {
+        return false;
+    };
+    replicas(cluster, i).iter().all(|(id, q)| {
+        if *id == leader {
+            q.is_quiet()
+        } else {
+            q.last_append_age().is_some_and(|age| age >= silent)
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats() {
+    trace_from_env();
+    let config = BrokerConfig::default();
+    let election_max = Duration::from_millis(config.quorum.election_timeout_max_ms);
+    let heartbeat = Duration::from_millis(config.quorum.heartbeat_interval_ms);
+    let mut cluster = Cluster::start_lossy(3, config).await.unwrap();
+    let addr = |c: &Cluster, id: u64| c.addr(id).expect("node runs");
+    for i in 0..QUEUES {
+        let text = format!("first {i}");
+        let got = publish(
+            addr(&cluster, (i % 3) as u64 + 1),
+            &name(i),
+            std::slice::from_ref(&text),
+        )
+        .await;
+        assert_eq!(got, [text], "queue {i} takes a publish");
+    }
+
+    // Idle: every leader goes quiet and its followers stop hearing it
+    // (four heartbeat intervals without an AppendEntries).
+    eventually(Duration::from_secs(30), "every queue quiet", || {
+        (0..QUEUES).all(|i| quiet_for(&cluster, i, heartbeat * 4))
+    })
+    .await;
+    let before: Vec<(u64, u64)> = (0..QUEUES)
+        .map(|i| agreed(&cluster, i).expect("agreed"))
+        .collect();
+    // A quiet cluster holds no elections and sends no heartbeats: the
+    // followers' silence keeps growing, leaders and terms stay.
+    holds_for(
+        Duration::from_secs(5),
+        "quiet queues stay quiet, with their leaders and terms",
+        || {
+            (0..QUEUES).all(|i| {
+                agreed(&cluster, i) == Some(before[i]) && quiet_for(&cluster, i, heartbeat * 4)
+            })
+        },
+    )
+    .await;
+    assert!(
+        (0..QUEUES).all(|i| quiet_for(&cluster, i, Duration::from_secs(5))),
+        "no follower took an AppendEntries for the 5 s window"
+    );
+
+    // A publish through a real client wakes a quiet queue (through a node
+    // that does not lead it: forwarded), is accepted and is delivered.
+    let (leader0, _) = before[0];
+    let other = if leader0 == 1 { 2 } else { 1 };
+    let got = publish(addr(&cluster, other), &name(0), &["woken".to_string()]).await;
+    assert_eq!(got, ["woken"], "a quiet queue takes a publish");
+    let out = consume_at_least(
+        addr(&cluster, leader0),
+        &name(0),
+        2,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(out, ["first 0", "woken"]);
+
+    // Cut off the node that leads the most queues from both others (to
+    // them it is dead; the test cannot watch the cluster while a crash
+    // runs): each of its queues gets a new leader within the election
+    // time-out, the others keep theirs.
+    eventually(Duration::from_secs(30), "every queue quiet again", || {
+        (0..QUEUES).all(|i| quiet_for(&cluster, i, heartbeat * 2))
+    })
+    .await;
+    let before: Vec<(u64, u64)> = (0..QUEUES)
+        .map(|i| agreed(&cluster, i).expect("agreed"))
+        .collect();
+    let mut led: HashMap<u64, usize> = HashMap::new();
+    for (leader, _) in &before {
+        *led.entry(*leader).or_default() += 1;
+    }
+    let (&victim, &count) = led.iter().max_by_key(|(_, n)| **n).unwrap();
+    let others: Vec<u64> = (1..=3).filter(|id| *id != victim).collect();
+    let cut = Instant::now();
+    for other in &others {
+        cluster.set_partitioned(victim, *other, true);
+    }
+    let mut moved = vec![None; QUEUES];
+    eventually(
+        election_max + Duration::from_secs(2),
+        "every queue of the cut-off node has a new leader",
+        || {
+            for i in 0..QUEUES {
+                if before[i].0 == victim && moved[i].is_none() {
+                    moved[i] = agreed_without(&cluster, i, victim)
+                        .filter(|(l, _)| *l != victim)
+                        .map(|(l, _)| (l, cut.elapsed()));
+                }
+            }
+            (0..QUEUES).all(|i| before[i].0 != victim || moved[i].is_some())
+        },
+    )
+    .await;
+    let slowest = moved.iter().flatten().map(|(_, t)| *t).max().unwrap();
+    eprintln!("node {victim} led {count} of {QUEUES} queues; all had a new leader {slowest:?} after the cut");
+    assert!(
+        slowest <= election_max,
+        "a new leader within the election time-out ({election_max:?}): {slowest:?}"
+    );
+    for (i, was) in before.iter().enumerate() {
+        if was.0 != victim {
+            assert_eq!(
+                agreed_without(&cluster, i, victim),
+                Some(*was),
+                "queue {i} kept its leader and term"
+            );
+        }
+    }
+    // The new leaders serve: the message comes out of a failed-over queue.
+    if let Some(i) = (1..QUEUES).find(|i| before[*i].0 == victim) {
+        let (leader, _) = moved[i].unwrap();
+        let out =
+            consume_at_least(addr(&cluster, leader), &name(i), 1, Duration::from_secs(20)).await;
+        assert_eq!(out, [format!("first {i}")]);
+    }
+    cluster.crash(victim).await.unwrap();
+    cluster.shutdown().await;
+}
