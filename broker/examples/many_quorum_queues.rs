@@ -2,13 +2,24 @@
 //! each serves a publish, then measure the cluster's idle CPU:
 //! `cargo run --release -p ramqpd-broker --example many_quorum_queues -- 1000`
 //! (optional further arguments: heartbeat interval, election time-out min
-//! and max, in ms, to compare Raft timings).
+//! and max, in ms, to compare Raft timings). It prints the RSS growth and
+//! the tokio tasks per group per node once idle.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ramqpd_broker::queue::{Message, PublishConfirm, Queue, QueueEventKind, Sink};
 use ramqpd_broker::{BrokerConfig, Cluster};
+
+/// Resident set size of this process, in KiB, from /proc (0 if unknown).
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
 
 /// CPU time (user + system) of this process so far, from /proc.
 fn cpu_time() -> Duration {
@@ -42,6 +53,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let heartbeat = config.quorum.heartbeat_interval_ms;
     let cluster = Cluster::start(3, config).await?;
+    let rss_empty = rss_kib();
+    let tasks_empty = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
     let started = Instant::now();
     let mut queues = Vec::with_capacity(n);
     for i in 0..n {
@@ -119,6 +134,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         cpu.as_secs_f64() * 100.0 / wall.elapsed().as_secs_f64(),
         wall.elapsed(),
         heartbeat
+    );
+    let rss_idle = rss_kib();
+    let tasks_idle = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    println!(
+        "tokio tasks: empty cluster {tasks_empty}, {n} idle groups {tasks_idle}: {:.1} per group per node",
+        tasks_idle.saturating_sub(tasks_empty) as f64 / (3 * n.max(1)) as f64
+    );
+    println!(
+        "rss: empty cluster {rss_empty} KiB, {n} idle groups {rss_idle} KiB: {:.1} KiB per group per node",
+        rss_idle.saturating_sub(rss_empty) as f64 / (3 * n.max(1)) as f64
     );
     cluster.shutdown().await;
     Ok(())
