@@ -50,6 +50,11 @@ use super::types::QueueRaftHandle;
 use crate::net::NodeId;
 use crate::queue::Queue;
 
+/// How many shortest election time-outs after its start a replica waits
+/// for a live leader it has not heard from yet (20 s by default: a node
+/// opens 10,000 groups in about that, and its peers wake theirs for it).
+const STARTUP_WAIT_TIMEOUTS: u32 = 20;
+
 /// The slots a heartbeat interval is cut into.
 const SLOTS: u64 = 8;
 
@@ -109,7 +114,12 @@ fn needs(
         return Needs::Tick;
     }
     let heard = queue.heard_contact().filter(|(heard, _)| *heard == leader);
-    let knows = heard.is_some_and(|(_, age)| age < fresh || liveness.vouch(leader, age).is_some());
+    let knows = match heard {
+        Some((_, age)) => age < fresh || liveness.vouch(leader, age).is_some(),
+        // Not heard since this node started: the leader wakes its quiet
+        // groups for this node's new incarnation; wait for it a while.
+        None => liveness.awaited(leader, election_min * STARTUP_WAIT_TIMEOUTS),
+    };
     let name = queue.address().name();
     if knows || !super::quiet::may_elect(name, voters(), leader, me, liveness, election_min) {
         Needs::Nothing

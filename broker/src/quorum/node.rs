@@ -203,7 +203,10 @@ impl QuorumNode {
         );
         let mut held = Vec::new();
         for name in node.names_on_disk()? {
-            held.push(node.ensure_open(&name, None).await?);
+            // No election while the others open (10,000 take ~20 s).
+            let queue = node.ensure_open(&name, None).await?;
+            queue.raft.runtime_config().elect(false);
+            held.push(queue);
         }
         node.start_liveness(held);
         Ok(node)

@@ -181,6 +181,20 @@ impl PeerLiveness {
         peers.iter().all(|p| table.contains_key(p))
     }
 
+    /// Whether `leader`'s node is alive in an incarnation older than this
+    /// node's, and this node started less than `grace` ago: a replica that
+    /// has not heard from it since the start waits for it (it woke the
+    /// groups it leads quietly when it saw this node restart) rather than
+    /// elect against a leader that merely sleeps.
+    pub(crate) fn awaited(&self, leader: NodeId, grace: Duration) -> bool {
+        match self.state(leader) {
+            PeerState::Alive { up_since, .. } => {
+                up_since < self.started && self.started.elapsed() < grace
+            }
+            PeerState::Lost { .. } => false,
+        }
+    }
+
     /// How long ago `leader` was last heard, if its node is alive and a
     /// contact with it `contact_age` ago came from its current
     /// incarnation: then a follower knows its leader lives without its
@@ -201,8 +215,9 @@ impl PeerLiveness {
 
 impl QuorumNode {
     /// Start probing the peers (one task per peer, each ending with the
-    /// node), and hold the elections of the groups opened from disk until
-    /// every peer had a chance to wake the quiet groups it leads.
+    /// node), and hold the elections of the groups opened from disk (each
+    /// opened with them off) until every peer had a chance to wake the
+    /// quiet groups it leads.
     pub(super) fn start_liveness(self: &Arc<Self>, held: Vec<Arc<super::queue::QuorumQueue>>) {
         let peers: Vec<NodeId> = self
             .config
@@ -215,13 +230,17 @@ impl QuorumNode {
                 tokio::spawn(probe_loop(Arc::downgrade(self), peer));
             }
         }
-        if held.is_empty() || peers.is_empty() {
+        if peers.is_empty() {
             // Alone: nobody leads anything quietly elsewhere.
+            for queue in &held {
+                queue.raft.runtime_config().elect(true);
+            }
             return;
         }
-        for queue in &held {
-            queue.raft.runtime_config().elect(false);
+        if held.is_empty() {
+            return;
         }
+        // Opened with elections off (`QuorumNode::open`).
         let node = Arc::downgrade(self);
         let settle = Duration::from_millis(self.raft_config.heartbeat_interval * 2);
         tokio::spawn(async move {
