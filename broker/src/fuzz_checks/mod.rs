@@ -49,6 +49,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("ws_frames", ws_frames),
     ("selector_parser", selector_parser),
     ("dead_letter", dead_letter),
+    ("liveness_probe", liveness_probe),
 ];
 
 /// A JMS selector (`queue/filter/`): parsed and evaluated, or refused.
@@ -93,6 +94,12 @@ pub fn raft_rpc(data: &[u8]) {
     } else {
         crate::meta::fuzz_checks::raft_rpc(selector >> 1, payload);
     }
+}
+
+/// The node-level liveness probe and its answer
+/// (`quorum/peer_liveness.rs`): bit 0 of the first byte picks which.
+pub fn liveness_probe(data: &[u8]) {
+    crate::quorum::fuzz_checks::liveness_probe(data);
 }
 
 /// The forwarding messages (`forward/protocol.rs`): the first byte picks

@@ -1,4 +1,5 @@
-//! The checks the `snapshot_file` and `snapshot_transfer` fuzz targets
+//! The checks the `snapshot_file`, `snapshot_transfer` and
+//! `liveness_probe` fuzz targets
 //! (and the corpus replay test) run on arbitrary bytes: what is accepted
 //! must re-encode to the same thing, and what is refused must be refused
 //! for the reason the bytes give. They live here because the snapshot
@@ -11,9 +12,11 @@
 use bytes::Bytes;
 
 use super::index::{MessageIndex, Placement, Slot};
+use super::peer_liveness::{Probe, ProbeAnswer};
 use super::snapshot_file::{self, SnapshotFileError};
 use super::snapshot_transfer::{self, TransferError};
 use crate::paging::{Location, StoreReader};
+use crate::raft::fuzz_checks::postcard_check;
 
 /// Body limit of the transfer check (a follower uses its
 /// `max_record_bytes`; small here so that a refusal is reachable).
@@ -223,9 +226,23 @@ fn sample_index(all_resident: bool) -> MessageIndex {
     index
 }
 
-/// Valid inputs for the `snapshot_file` and `snapshot_transfer` targets
-/// (first byte 0: the rest is fed as it is, CRC included), from the real
-/// writers: the starting corpus.
+/// The node-level liveness probe and its answer (`peer_liveness.rs`), as
+/// a peer's bytes off the fabric: bit 0 of the first byte picks which.
+/// What decodes re-encodes no longer, decodes and re-encodes identically.
+pub(crate) fn liveness_probe(data: &[u8]) {
+    let Some((&selector, payload)) = data.split_first() else {
+        return;
+    };
+    if selector & 1 == 0 {
+        postcard_check::<Probe>(payload);
+    } else {
+        postcard_check::<ProbeAnswer>(payload);
+    }
+}
+
+/// Valid inputs for the `snapshot_file`, `snapshot_transfer` (first byte
+/// 0: the rest is fed as it is, CRC included) and `liveness_probe`
+/// targets, from the real writers: the starting corpus.
 pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut seeds = Vec::new();
     use openraft::vote::leader_id_adv::CommittedLeaderId;
@@ -247,6 +264,24 @@ pub(crate) fn seeds() -> Vec<(&'static str, Vec<u8>)> {
         let mut stream = vec![0u8];
         if snapshot_transfer::write(&mut stream, &index, &StoreReader::empty()).is_ok() {
             seeds.push(("snapshot_transfer", stream));
+        }
+    }
+    let probe = Probe {
+        from: 2,
+        boot: 0x5eed_b007,
+    };
+    let answer = ProbeAnswer {
+        boot: u64::MAX - 1,
+        serving: true,
+    };
+    for (selector, bytes) in [
+        (0u8, postcard::to_allocvec(&probe)),
+        (1u8, postcard::to_allocvec(&answer)),
+    ] {
+        if let Ok(bytes) = bytes {
+            let mut seed = vec![selector];
+            seed.extend_from_slice(&bytes);
+            seeds.push(("liveness_probe", seed));
         }
     }
     seeds

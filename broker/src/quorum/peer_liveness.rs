@@ -82,18 +82,19 @@ impl PeerState {
     }
 }
 
-/// The probe.
+/// The probe (decoded from a peer's bytes: the `liveness_probe` fuzz
+/// target covers it, `quorum/fuzz_checks.rs`).
 #[derive(Debug, Serialize, Deserialize)]
-struct Probe {
-    from: NodeId,
-    boot: u64,
+pub(super) struct Probe {
+    pub(super) from: NodeId,
+    pub(super) boot: u64,
 }
 
 /// Its answer.
 #[derive(Debug, Serialize, Deserialize)]
-struct ProbeAnswer {
-    boot: u64,
-    serving: bool,
+pub(super) struct ProbeAnswer {
+    pub(super) boot: u64,
+    pub(super) serving: bool,
 }
 
 impl PeerLiveness {
