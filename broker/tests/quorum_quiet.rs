@@ -71,6 +71,18 @@ fn quiet_for(cluster: &Cluster, i: usize, silent: Duration) -> bool {
     })
 }
 
+/// Waits (30 s at most) until every queue is quiet with its followers
+/// silent for `silent`; then each queue's agreed leader and term.
+async fn await_quiet(cluster: &Cluster, silent: Duration, what: &str) -> Vec<(u64, u64)> {
+    eventually(Duration::from_secs(30), what, || {
+        (0..QUEUES).all(|i| quiet_for(cluster, i, silent))
+    })
+    .await;
+    (0..QUEUES)
+        .map(|i| agreed(cluster, i).expect("agreed"))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats() {
     trace_from_env();
@@ -92,13 +104,7 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
 
     // Idle: every leader goes quiet and its followers stop hearing it
     // (four heartbeat intervals without an AppendEntries).
-    eventually(Duration::from_secs(30), "every queue quiet", || {
-        (0..QUEUES).all(|i| quiet_for(&cluster, i, heartbeat * 4))
-    })
-    .await;
-    let before: Vec<(u64, u64)> = (0..QUEUES)
-        .map(|i| agreed(&cluster, i).expect("agreed"))
-        .collect();
+    let before = await_quiet(&cluster, heartbeat * 4, "every queue quiet").await;
     // A quiet cluster holds no elections and sends no heartbeats: the
     // followers' silence keeps growing, leaders and terms stay.
     holds_for(
@@ -135,13 +141,7 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
     // them it is dead; the test cannot watch the cluster while a crash
     // runs): each of its queues gets a new leader within the election
     // time-out, the others keep theirs.
-    eventually(Duration::from_secs(30), "every queue quiet again", || {
-        (0..QUEUES).all(|i| quiet_for(&cluster, i, heartbeat * 2))
-    })
-    .await;
-    let before: Vec<(u64, u64)> = (0..QUEUES)
-        .map(|i| agreed(&cluster, i).expect("agreed"))
-        .collect();
+    let before = await_quiet(&cluster, heartbeat * 2, "every queue quiet again").await;
     let mut led: HashMap<u64, usize> = HashMap::new();
     for (leader, _) in &before {
         *led.entry(*leader).or_default() += 1;
