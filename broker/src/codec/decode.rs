@@ -13,6 +13,7 @@ use super::codes::fc;
 use super::error::CodecError;
 use super::value::{Array, Descriptor, Symbol, Value, NESTING_DEPTH_MAX};
 
+pub(crate) mod fast;
 mod fields;
 
 pub(crate) use fields::ListFields;

@@ -9,8 +9,10 @@
 //! needs no intermediate buffers and no size pre-computation.
 
 mod composite;
+mod small;
 
 pub(crate) use composite::CompositeWriter;
+pub(crate) use small::{SmallFrame, SMALL_BINARY_MAX};
 
 use bytes::{BufMut, BytesMut};
 

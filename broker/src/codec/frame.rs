@@ -6,6 +6,9 @@ use std::cell::RefCell;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
+use super::codes::dc;
+use super::definitions::DeliveryState;
+use super::encode::{SmallFrame, SMALL_BINARY_MAX};
 use super::error::CodecError;
 use super::performative::Performative;
 use super::sasl::SaslFrame;
@@ -169,6 +172,38 @@ pub fn encode_amqp_frame(
     performative: &Performative,
     payload_len: usize,
 ) {
+    // Dispositions (one or more per message) in one copy from the stack.
+    if let Performative::Disposition(d) = performative {
+        let state = match &d.state {
+            None => Some(None),
+            Some(DeliveryState::Accepted) => Some(Some(dc::ACCEPTED as u8)),
+            Some(DeliveryState::Released) => Some(Some(dc::RELEASED as u8)),
+            Some(_) => None,
+        };
+        if let Some(state) = state {
+            let mut f = SmallFrame::begin(channel, dc::DISPOSITION as u8);
+            f.boolean(d.role.as_bool())
+                .uint(d.first)
+                .opt_uint(d.last)
+                .flag(d.settled);
+            match state {
+                Some(code) => f.empty_composite(code),
+                None => f.null(),
+            };
+            f.flag(d.batchable).finish(out, payload_len);
+            return;
+        }
+    }
+    encode_amqp_frame_general(out, channel, performative, payload_len);
+}
+
+/// [`encode_amqp_frame`] through the general writer only.
+fn encode_amqp_frame_general(
+    out: &mut BytesMut,
+    channel: u16,
+    performative: &Performative,
+    payload_len: usize,
+) {
     let start = begin_frame(out, FRAME_TYPE_AMQP, channel);
     performative.encode(out);
     finish_frame(out, start, payload_len);
@@ -189,6 +224,21 @@ pub fn encode_transfer_frame(
     head: &TransferHead<'_>,
     payload_len: usize,
 ) {
+    // A delivery's transfer in one copy from the stack.
+    if head
+        .delivery_tag
+        .is_none_or(|tag| tag.len() <= SMALL_BINARY_MAX)
+    {
+        SmallFrame::begin(channel, dc::TRANSFER as u8)
+            .uint(head.handle)
+            .opt_uint(head.delivery_id)
+            .opt_binary(head.delivery_tag)
+            .opt_uint(head.message_format)
+            .opt_bool(head.settled)
+            .flag(head.more)
+            .finish(out, payload_len);
+        return;
+    }
     let start = begin_frame(out, FRAME_TYPE_AMQP, channel);
     head.encode(out);
     finish_frame(out, start, payload_len);
@@ -226,3 +276,7 @@ pub fn encode_sasl_frame(out: &mut BytesMut, frame: &SaslFrame) {
 pub fn encode_empty_frame(out: &mut BytesMut) {
     out.extend_from_slice(&[0, 0, 0, 8, 2, 0, 0, 0]);
 }
+
+#[cfg(test)]
+#[path = "frame_small_tests.rs"]
+mod small_tests;

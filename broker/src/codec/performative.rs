@@ -215,6 +215,18 @@ impl Performative {
     /// Decode a performative (descriptor + list) from the front of `input`,
     /// advancing it past the performative; what remains is the payload.
     pub fn decode(input: &mut Bytes) -> Result<Performative, CodecError> {
+        // The transfer and disposition of every message, in the encoding
+        // peers use, without the general decoder's per-field machinery
+        // (same value; anything else goes the general way).
+        if let Some(performative) = crate::codec::decode::fast::decode(input) {
+            return Ok(performative);
+        }
+        Self::decode_general(input)
+    }
+
+    /// [`Performative::decode`] without its fast path (which must agree
+    /// with this; its tests compare the two).
+    pub(crate) fn decode_general(input: &mut Bytes) -> Result<Performative, CodecError> {
         let mut d = Decoder::new(input);
         let descriptor = d
             .opt_descriptor()?
