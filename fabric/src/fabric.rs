@@ -140,7 +140,13 @@ impl Fabric {
     /// [`CallError::TooLarge`] before sending anything over the size limit.
     /// A full outbound queue makes the call wait for room (within the same
     /// timeout) rather than fail. Calls of one peer are answered
-    /// concurrently, so answers may come back in any order.
+    /// concurrently, so answers may come back in any order. The frame is
+    /// queued by `call` itself, not when the future is first polled: calls
+    /// made one after the other leave in that order and reach the peer's
+    /// [`crate::Handler::call`] in it (its ordering guarantee), unless the
+    /// outbound queue is full (a call that finds it full waits for room in
+    /// its future, and may be overtaken). Dropping the future abandons the
+    /// answer, not the request.
     pub fn call(
         &self,
         target: NodeId,
@@ -150,21 +156,27 @@ impl Fabric {
         let closed = self.shared.shutdown.is_cancelled();
         let max = self.shared.settings.max_message_bytes;
         let counters = self.shared.counters.clone();
+        // A call handed to the peer's link is queued there now (so calls
+        // leave in the order `call` was invoked) and counted there if it
+        // fails; the refusals before that are counted here.
+        let started = if closed {
+            Err(CallError::Closed)
+        } else if let Err(e) = Peer::check_size(max, &envelope) {
+            Err(e)
+        } else {
+            match peer {
+                Some(peer) => Ok(peer.call(envelope)),
+                None => Err(CallError::Unreachable(target)),
+            }
+        };
         async move {
-            // A call handed to the peer's link is counted there if it
-            // fails; the refusals before that are counted here.
-            let refused = if closed {
-                CallError::Closed
-            } else if let Err(e) = Peer::check_size(max, &envelope) {
-                e
-            } else {
-                match peer {
-                    Some(peer) => return peer.call(envelope).await,
-                    None => CallError::Unreachable(target),
+            match started {
+                Ok(call) => call.await,
+                Err(refused) => {
+                    crate::stats::Counters::add(&counters.calls_failed, 1);
+                    Err(refused)
                 }
-            };
-            crate::stats::Counters::add(&counters.calls_failed, 1);
-            Err(refused)
+            }
         }
     }
 

@@ -141,8 +141,16 @@ impl Envelope {
 /// What a node does with the traffic that reaches it.
 pub trait Handler: Send + Sync + 'static {
     /// A request from `from`; the answer (or the error text) goes back to the
-    /// caller. Each incoming call runs in its own task, so calls of one peer
-    /// are handled concurrently.
+    /// caller. Each incoming call's future then runs in its own task, so
+    /// calls of one peer are handled concurrently and may finish in any
+    /// order.
+    ///
+    /// Ordering guarantee: `call` itself (making the future, and whatever
+    /// the handler does before returning it) runs on the task reading
+    /// `from`'s stream, in the order `from` queued its calls, like
+    /// [`Handler::message`]. A handler that needs the calls of one peer in
+    /// order (e.g. to hand them to a pipeline) takes them in that
+    /// synchronous part; like `message`, it must not block there.
     fn call(
         self: Arc<Self>,
         from: NodeId,

@@ -142,45 +142,59 @@ impl Peer {
             })
     }
 
-    /// Sends a call and waits for its answer (bounded by the call timeout);
-    /// a failure is counted.
-    pub(crate) async fn call(self: Arc<Self>, envelope: Envelope) -> Result<Bytes, CallError> {
+    /// Sends a call and returns the wait for its answer (bounded by the
+    /// call timeout); a failure is counted. The frame is queued here, before
+    /// the future is first polled, so calls made one after the other leave
+    /// in that order (unless the queue is full: a call that finds it full
+    /// waits for room in its future and may be overtaken).
+    pub(crate) fn call(
+        self: Arc<Self>,
+        envelope: Envelope,
+    ) -> impl std::future::Future<Output = Result<Bytes, CallError>> + Send + 'static {
         let counters = self.counters.clone();
-        let result = self.call_once(envelope).await;
-        if result.is_err() {
-            Counters::add(&counters.calls_failed, 1);
+        let started = self.start_call(envelope);
+        async move {
+            let result = match started {
+                Ok(started) => started.finish().await,
+                Err(e) => Err(e),
+            };
+            if result.is_err() {
+                Counters::add(&counters.calls_failed, 1);
+            }
+            result
         }
-        result
     }
 
-    async fn call_once(self: Arc<Self>, envelope: Envelope) -> Result<Bytes, CallError> {
+    /// Registers the call and queues its frame if the queue has room.
+    fn start_call(self: Arc<Self>, envelope: Envelope) -> Result<StartedCall, CallError> {
         Self::check_size(self.settings.max_message_bytes, &envelope)?;
         let deadline = Instant::now() + self.settings.call_timeout;
         let (tx, epoch) = self.sender()?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer_tx, answer_rx) = oneshot::channel();
         lock(&self.pending).insert(id, answer_tx);
-        // Removes the pending entry however this future ends (timeout, drop).
-        let _guard = PendingGuard { peer: &self, id };
+        // Removes the pending entry however the call ends (timeout, drop).
+        let guard = PendingGuard {
+            peer: self.clone(),
+            id,
+        };
         if self.epoch.load(Ordering::Acquire) != epoch {
             return Err(CallError::Unreachable(self.id));
         }
-        match timeout_at(
+        let waiting = match tx.try_send(Frame::from_envelope(Op::Call, id, envelope)) {
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(frame)) => Some((tx, frame)),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                return Err(CallError::Unreachable(self.id))
+            }
+        };
+        Ok(StartedCall {
+            _guard: guard,
+            peer: self.id,
             deadline,
-            tx.send(Frame::from_envelope(Op::Call, id, envelope)),
-        )
-        .await
-        {
-            Err(_) => return Err(CallError::Timeout),
-            Ok(Err(_)) => return Err(CallError::Unreachable(self.id)),
-            Ok(Ok(())) => {}
-        }
-        drop(tx);
-        match timeout_at(deadline, answer_rx).await {
-            Err(_) => Err(CallError::Timeout),
-            Ok(Err(_)) => Err(CallError::Unreachable(self.id)),
-            Ok(Ok(answer)) => answer,
-        }
+            waiting,
+            answer_rx,
+        })
     }
 
     /// Closes the current stream (if any); the loop redials unless blocked or
@@ -375,13 +389,41 @@ impl Peer {
 }
 
 /// Removes a call's pending entry when the call future ends.
-struct PendingGuard<'a> {
-    peer: &'a Peer,
+struct PendingGuard {
+    peer: Arc<Peer>,
     id: u64,
 }
 
-impl Drop for PendingGuard<'_> {
+impl Drop for PendingGuard {
     fn drop(&mut self) {
         lock(&self.peer.pending).remove(&self.id);
+    }
+}
+
+/// A call registered with its peer, its frame queued or waiting for room.
+struct StartedCall {
+    _guard: PendingGuard,
+    peer: NodeId,
+    deadline: Instant,
+    /// The frame, when the queue was full at the start.
+    waiting: Option<(mpsc::Sender<Frame>, Frame)>,
+    answer_rx: oneshot::Receiver<Result<Bytes, CallError>>,
+}
+
+impl StartedCall {
+    /// Queues the frame if it still waits, then waits for the answer.
+    async fn finish(self) -> Result<Bytes, CallError> {
+        if let Some((tx, frame)) = self.waiting {
+            match timeout_at(self.deadline, tx.send(frame)).await {
+                Err(_) => return Err(CallError::Timeout),
+                Ok(Err(_)) => return Err(CallError::Unreachable(self.peer)),
+                Ok(Ok(())) => {}
+            }
+        }
+        match timeout_at(self.deadline, self.answer_rx).await {
+            Err(_) => Err(CallError::Timeout),
+            Ok(Err(_)) => Err(CallError::Unreachable(self.peer)),
+            Ok(Ok(answer)) => answer,
+        }
     }
 }

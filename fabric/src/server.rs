@@ -1,6 +1,8 @@
 //! The listening side: accepts `Exchange` streams, checks who dialled,
-//! delivers one-way messages in order and runs each call in its own task,
-//! sending answers back (batched) on the stream's response side.
+//! delivers one-way messages in order, starts each call in arrival order
+//! (its handler's synchronous part runs on the reader task) and finishes it
+//! in its own task, sending answers back (batched) on the stream's response
+//! side.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -247,14 +249,22 @@ impl Reader {
                 }
                 Op::Call => {
                     let id = frame.id;
-                    let handler = self.shared.handler.clone();
                     let from = self.from;
                     let answers = self.answers.clone();
+                    // The handler's future is made here, in arrival order,
+                    // so its synchronous part (before its first await) runs
+                    // in the order the peer sent its calls (see
+                    // `Handler::call`); only the rest runs in its own task.
+                    let handler = self.shared.handler.clone();
+                    let made = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        handler.call(from, frame.into_envelope())
+                    }));
                     tokio::spawn(async move {
-                        let call = AssertUnwindSafe(async move {
-                            handler.call(from, frame.into_envelope()).await
-                        });
-                        let mut result = call.catch_unwind().await.unwrap_or_else(|_| {
+                        let mut result = match made {
+                            Ok(call) => AssertUnwindSafe(call).catch_unwind().await,
+                            Err(panic) => Err(panic),
+                        }
+                        .unwrap_or_else(|_| {
                             tracing::error!(peer = from, "fabric: Handler::call panicked");
                             Err("handler panicked".to_string())
                         });

@@ -345,3 +345,38 @@ async fn a_panicking_handler_does_not_break_the_stream() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_reach_the_handler_in_the_order_they_were_sent() {
+    bounded(30, async {
+        let nodes = mesh(2, config).await;
+        let a = &nodes[0].fabric;
+        // Made in order (fewer than the outbound queue holds): the frames
+        // leave in that order, and `Handler::call` must be invoked in it too,
+        // though the answers may come back in any order. (Queued at first
+        // poll instead, tokio's co-operative budget reorders them.)
+        let n = 2_000u64;
+        let calls: Vec<_> = (0..n)
+            .map(|i| a.call(2, Envelope::new(i, ORDERED, Bytes::new())))
+            .collect();
+        for answer in futures_util::future::join_all(calls).await {
+            answer.expect("answered");
+        }
+        let order = nodes[1].handler.call_order.lock().expect("lock").clone();
+        assert_eq!(order, (0..n).collect::<Vec<_>>());
+        // A panic before the handler's future is made is caught as well.
+        assert_eq!(
+            a.call(2, Envelope::new(0, PANIC_EARLY, Bytes::new())).await,
+            Err(CallError::Remote("handler panicked".into()))
+        );
+        let ping = Envelope::new(0, ECHO, Bytes::from_static(b"p"));
+        assert_eq!(
+            a.call(2, ping.clone()).await.expect("still up"),
+            echo_answer(2, 1, &ping)
+        );
+        for n in nodes {
+            n.fabric.shutdown().await;
+        }
+    })
+    .await;
+}

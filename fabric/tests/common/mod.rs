@@ -19,6 +19,12 @@ pub const SLOW: u32 = 2;
 
 /// Kind of call or message whose handler panics.
 pub const PANIC: u32 = 3;
+/// Kind of call whose `channel` the handler records in `Handler::call`
+/// itself (before the future), then echoes.
+pub const ORDERED: u32 = 4;
+/// Kind of call whose handler panics in `Handler::call` itself, before
+/// making its future.
+pub const PANIC_EARLY: u32 = 5;
 
 pub const CLUSTER: &str = "test-cluster";
 
@@ -26,6 +32,8 @@ pub const CLUSTER: &str = "test-cluster";
 pub struct TestHandler {
     pub me: NodeId,
     messages: mpsc::UnboundedSender<(NodeId, Envelope)>,
+    /// The channels of ORDERED calls, in the order `call` was invoked.
+    pub call_order: std::sync::Mutex<Vec<u64>>,
 }
 
 impl TestHandler {
@@ -36,7 +44,14 @@ impl TestHandler {
         mpsc::UnboundedReceiver<(NodeId, Envelope)>,
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (Arc::new(TestHandler { me, messages: tx }), rx)
+        (
+            Arc::new(TestHandler {
+                me,
+                messages: tx,
+                call_order: std::sync::Mutex::default(),
+            }),
+            rx,
+        )
     }
 }
 
@@ -56,6 +71,15 @@ impl Handler for TestHandler {
         from: NodeId,
         envelope: Envelope,
     ) -> BoxFuture<'static, Result<Bytes, String>> {
+        match envelope.kind {
+            ORDERED => self
+                .call_order
+                .lock()
+                .expect("not poisoned")
+                .push(envelope.channel),
+            PANIC_EARLY => panic!("test handler panics on purpose, before its future"),
+            _ => {}
+        }
         Box::pin(async move {
             match envelope.kind {
                 FAIL => Err("boom".to_string()),
