@@ -125,6 +125,25 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             10,
             &Ok::<_, String>(Some(SnapshotResponse::<QueueRaft>::new(vote))),
         ),
+        crate::raft::append_stream::encode_request(
+            crate::raft::append_stream::StreamHeader {
+                stream: 1 << 60,
+                seq: 3,
+            },
+            &queue_append,
+        )
+        .ok()
+        .map(|payload| [vec![12], payload].concat()),
+        with_selector(
+            14,
+            &Ok::<openraft::raft::StreamAppendResult<QueueRaft>, String>(Ok(Some(log_id(2, 9)))),
+        ),
+        with_selector(
+            14,
+            &Err::<openraft::raft::StreamAppendResult<QueueRaft>, String>(
+                "append stream 7: request 4 where 3 was due".to_owned(),
+            ),
+        ),
     ];
     seeds.extend(raft.into_iter().flatten().map(|bytes| ("raft_rpc", bytes)));
     let admin = [

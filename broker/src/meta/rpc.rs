@@ -261,6 +261,9 @@ impl Metadata {
                     .handle_transfer_leader(postcard::from_bytes(payload).map_err(decode)?)
                     .await,
             ),
+            // The metadata group's leader sends one append at a time
+            // (its network does not pipeline).
+            RpcKind::AppendStream => return Err(remote("not a metadata RPC".into())),
             RpcKind::MetaPropose => {
                 let request: MetaRequest = postcard::from_bytes(payload).map_err(decode)?;
                 if let MetaRequest::Campaign { from } = request {

@@ -150,6 +150,9 @@ impl Metadata {
             META_GROUP,
             META_GROUP_NAME.to_owned(),
             META_SNAPSHOT_CHUNK_BYTES,
+            // One append at a time: the metadata group's traffic is light
+            // and its follower takes no pipelined appends (`meta/rpc.rs`).
+            1,
         );
         let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await

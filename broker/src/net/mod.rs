@@ -3,7 +3,11 @@
 //! the two primitives the gRPC fabric offers, so an adapter can plug the
 //! fabric in without the broker changing:
 //!
-//! - [`NodeTransport::call`]: request/response, concurrent, unordered;
+//! - [`NodeTransport::call`]: request/response, concurrent; answers come
+//!   back in any order, but the target's [`NodeHandler::handle`] (its
+//!   synchronous part, before the returned future runs) is invoked in the
+//!   order the calls were made, per (from, target), unless the transport's
+//!   queue to the target is full;
 //! - [`NodeTransport::send`]: one-way, ordered per (from, target) pair,
 //!   never blocks, may fail (backpressure, unreachable).
 //!
@@ -55,8 +59,10 @@ pub struct Envelope {
 /// vote re-encoded, install-snapshot as our own chunks, transfer-leader
 /// added): a 0.1 node and a 0.2 node refuse each other; 5 = the quorum
 /// nodes' liveness probe ([`kind::QUORUM_LIVENESS`]), which quiet groups
-/// rely on.
-pub const WIRE_VERSION: u32 = 5;
+/// rely on; 6 = pipelined append-entries ([`kind::RAFT_APPEND_STREAM`]: a
+/// stream header before the request, openraft's stream result as the
+/// answer).
+pub const WIRE_VERSION: u32 = 6;
 
 /// The envelope kinds. Raft kinds travel by `call`; forwarding uses both.
 pub mod kind {
@@ -75,6 +81,10 @@ pub mod kind {
     /// A quorum node's liveness probe of a peer (`quorum/peer_liveness.rs`),
     /// by `call`.
     pub const QUORUM_LIVENESS: u32 = 6;
+    /// Raft append-entries of a pipelined stream (`raft/append_stream.rs`),
+    /// by `call`: the target takes the calls of one stream in the order
+    /// they were made.
+    pub const RAFT_APPEND_STREAM: u32 = 7;
     /// Forwarding control requests (locate a leader, probe links, audit
     /// liveness), by `call`.
     pub const FORWARD_CALL: u32 = 16;
@@ -110,7 +120,9 @@ pub type CallFuture = Pin<Box<dyn Future<Output = Result<Bytes, TransportError>>
 
 /// The receiving side of one node.
 pub trait NodeHandler: Send + Sync + 'static {
-    /// Answer one `call`.
+    /// Answer one `call`. Invoked in the order `from` made its calls (see
+    /// the module's header), so what it does before returning the future
+    /// is ordered; like `message`, that part must not block.
     fn handle(self: Arc<Self>, from: NodeId, envelope: Envelope) -> CallFuture;
     /// Take one `send`, in the order `from` sent them. Must not block: it
     /// may only take short locks and hand work to channels.

@@ -26,7 +26,7 @@ impl NodeHandler for NodeDispatcher {
                 let metadata = self.metadata.clone();
                 Box::pin(async move { metadata.handle_rpc(envelope).await })
             }
-            _ => self.quorum.clone().handle_rpc(envelope),
+            _ => self.quorum.clone().handle_rpc(from, envelope),
         }
     }
 

@@ -42,6 +42,7 @@ mod queue;
 mod quiet;
 mod removal;
 mod replica_files;
+mod rpc;
 mod settle_batcher;
 mod snapshot_data;
 mod snapshot_file;

@@ -1,17 +1,15 @@
 //! [`QuorumNode`]: this node's side of every quorum queue. It owns the
 //! node-wide Raft log store (one redb file, group commit), opens a group per
 //! queue (creating it on first use, re-opening it from disk at start-up),
-//! and answers Raft RPCs from other nodes, creating a replica when a group
-//! first reaches it.
+//! and answers Raft RPCs from other nodes (`rpc.rs`), creating a replica
+//! when a group first reaches it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use openraft::{BasicNode, Raft, SnapshotPolicy};
-use serde::Serialize;
 use store_redb::LogStore;
 use tokio::sync::OnceCell;
 
@@ -25,12 +23,13 @@ use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
 use crate::latency::{LatencyHistogram, LatencySnapshot};
 use crate::net::NodeId;
-use crate::net::{CallFuture, Envelope, NodeTransport, TransportError};
+use crate::net::NodeTransport;
 use crate::paging::StoreOptions;
 use crate::queue::{self as queues, dead_letter::SharedRouter, Policies, Queue, QueueAddress};
 use crate::queue::{QueueKind, ResourceAlarm, ResourceLimits};
+use crate::raft::append_feed::{AppendFeedStats, AppendFeeds, FEED_IDLE};
 use crate::raft::network::GroupNetwork;
-use crate::raft::{group_id, open_log_store, GroupId, PurgeGatedLog, RpcKind};
+use crate::raft::{group_id, open_log_store, GroupId, PurgeGatedLog};
 
 /// Errors opening or creating quorum queues.
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +117,8 @@ pub struct QuorumNode {
     pub(super) sweep_soon: Arc<tokio::sync::Notify>,
     /// Every group's dead-letter router (`dead_letter_outbox.rs`).
     pub(super) dead_letter_router: Arc<OnceLock<SharedRouter>>,
+    /// The groups' pipelined appends from their leaders (`rpc.rs`).
+    pub(super) append_feeds: Arc<AppendFeeds<QueueRaft>>,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -194,6 +195,7 @@ impl QuorumNode {
             policies,
             sweep_soon: Arc::new(tokio::sync::Notify::new()),
             dead_letter_router: Arc::default(),
+            append_feeds: AppendFeeds::new(FEED_IDLE),
         });
         super::follower_tick::spawn(Arc::downgrade(&node), &node.raft_config);
         queues::spawn_watcher(
@@ -283,6 +285,12 @@ impl QuorumNode {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&group);
+        self.append_feeds.forget(group);
+    }
+
+    /// Counters of the pipelined appends this node took as a follower.
+    pub fn append_feed_stats(&self) -> AppendFeedStats {
+        self.append_feeds.stats()
     }
 
     /// The queue if this node already has its group open.
@@ -408,6 +416,7 @@ impl QuorumNode {
             group,
             name.to_owned(),
             SNAPSHOT_CHUNK_BYTES as usize,
+            self.config.append_pipeline_depth,
         );
         let raft = Raft::new(
             self.node_id,
@@ -482,74 +491,6 @@ impl QuorumNode {
             "raft log store"
         );
     }
-
-    async fn serve_rpc(self: Arc<Self>, envelope: Envelope) -> Result<Bytes, TransportError> {
-        let remote = |message: String| TransportError::Remote {
-            node: self.node_id,
-            message,
-        };
-        let name = std::str::from_utf8(&envelope.meta)
-            .map_err(|_| remote("queue name is not UTF-8".into()))?;
-        if group_id(name) != envelope.channel {
-            return Err(remote(format!("group id does not match queue {name}")));
-        }
-        let Some(kind) = RpcKind::from_code(envelope.kind) else {
-            return Err(remote(format!("not a Raft RPC: kind {}", envelope.kind)));
-        };
-        let address =
-            QueueAddress::parse(&format!("/quorum/{name}")).map_err(|e| remote(e.to_string()))?;
-        if self.get(&address).is_none() && self.declaration(name) == Some(false) {
-            // Not a replica this node has, nor one the metadata declares
-            // (deleted, or not applied here yet: the sender retries). A
-            // replica left over from a deleted queue must not make fresh
-            // replicas here to win votes with.
-            return Err(remote(format!("{address} is not declared here")));
-        }
-        let queue = self
-            .ensure_open(name, None)
-            .await
-            .map_err(|e| remote(e.to_string()))?;
-        let raft = &queue.raft;
-        let payload = &envelope.payload;
-        let decode = |e: postcard::Error| remote(format!("bad request: {e}"));
-        let reply = match kind {
-            RpcKind::AppendEntries => {
-                let request: openraft::raft::AppendEntriesRequest<super::types::QueueRaft> =
-                    postcard::from_bytes(payload).map_err(decode)?;
-                let leader = request.vote.leader_id().node_id;
-                let response = raft.append_entries(request).await;
-                // Taken (not refused for a higher vote): the sender leads
-                // this replica, and is alive (see `leader_contact.rs`).
-                use openraft::raft::AppendEntriesResponse::HigherVote;
-                if matches!(&response, Ok(r) if !matches!(r, HigherVote(_))) {
-                    queue.note_leader_contact(leader);
-                }
-                encode(&response)
-            }
-            RpcKind::Vote => encode(
-                &raft
-                    .vote(postcard::from_bytes(payload).map_err(decode)?)
-                    .await,
-            ),
-            RpcKind::InstallSnapshot => {
-                let chunk = postcard::from_bytes(payload).map_err(decode)?;
-                let dir = self.group_dir(envelope.channel);
-                let staging = move || {
-                    super::replica_files::incoming_file(&dir).map(super::snapshot_data::Staging)
-                };
-                encode(&queue.shared.snapshot_in.take(raft, chunk, staging).await)
-            }
-            RpcKind::TransferLeader => encode(
-                &raft
-                    .handle_transfer_leader(postcard::from_bytes(payload).map_err(decode)?)
-                    .await,
-            ),
-            // Only the metadata group takes these; its group id never
-            // matches a queue name, so this is not reached.
-            RpcKind::MetaPropose => return Err(remote("not a queue RPC".into())),
-        };
-        reply.map_err(remote)
-    }
 }
 
 /// Deadline of each snapshot chunk's RPC, the install included (see `open`).
@@ -584,17 +525,4 @@ pub(super) async fn initialize(
         }
     }
     Ok(())
-}
-
-fn encode<T: Serialize>(value: &T) -> Result<Bytes, String> {
-    postcard::to_allocvec(value)
-        .map(Bytes::from)
-        .map_err(|e| format!("cannot encode reply: {e}"))
-}
-
-impl QuorumNode {
-    /// Answer one Raft RPC envelope (routed here by the node dispatcher).
-    pub fn handle_rpc(self: Arc<Self>, envelope: Envelope) -> CallFuture {
-        Box::pin(self.serve_rpc(envelope))
-    }
 }

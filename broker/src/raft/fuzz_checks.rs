@@ -15,6 +15,7 @@ use openraft::RaftTypeConfig;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::append_stream::{split_request, StreamAnswer};
 use crate::net::NodeId;
 
 /// Feed `bytes` to `decode`; what it accepts must encode into bytes that are
@@ -57,12 +58,12 @@ pub(crate) fn postcard_check<T: Serialize + DeserializeOwned>(bytes: &[u8]) -> b
 
 /// How many payload types [`raft_rpc`] knows (its `selector` is taken
 /// modulo this).
-pub(crate) const RAFT_RPC_KINDS: u8 = 6;
+pub(crate) const RAFT_RPC_KINDS: u8 = 8;
 
 /// The Raft RPC payloads of a group of type configuration `C`, as
-/// `quorum::node::serve_rpc` / `meta::rpc` (requests) and
-/// `raft::network::GroupConnection::call` (answers) decode them;
-/// `selector` picks the payload type.
+/// `quorum::rpc` / `meta::rpc` (requests) and
+/// `raft::network::GroupConnection::call` and `raft::append_stream`
+/// (answers) decode them; `selector` picks the payload type.
 pub(crate) fn raft_rpc<C>(selector: u8, payload: &[u8])
 where
     C: RaftTypeConfig<NodeId = NodeId>,
@@ -73,6 +74,14 @@ where
         2 => postcard_check::<super::snapshot_stream::SnapshotChunk<C>>(payload),
         3 => postcard_check::<Result<AppendEntriesResponse<C>, RaftError<C>>>(payload),
         4 => postcard_check::<Result<VoteResponse<C>, RaftError<C>>>(payload),
-        _ => postcard_check::<Result<Option<SnapshotResponse<C>>, String>>(payload),
+        5 => postcard_check::<Result<Option<SnapshotResponse<C>>, String>>(payload),
+        // A pipelined append: the header split off as the follower's
+        // transport reader does, then the request as its feed decodes it.
+        6 => postcard_round_trip(payload, |bytes: &[u8]| {
+            let (header, request) = split_request(&bytes::Bytes::copy_from_slice(bytes))?;
+            let request = postcard::from_bytes::<AppendEntriesRequest<C>>(&request)?;
+            Ok::<_, postcard::Error>((header, request))
+        }),
+        _ => postcard_check::<StreamAnswer<C>>(payload),
     };
 }

@@ -3,6 +3,8 @@
 //!
 //! - `group.rs`: group ids (derived from a queue's name; id 0 reserved);
 //! - `network.rs`: openraft's network traits over a [`crate::net::NodeTransport`];
+//! - `append_stream.rs`: the leader's pipelined AppendEntries to a follower;
+//! - `append_feed.rs`: the follower's side, one ordered feed per group;
 //! - `snapshot_stream.rs`: a snapshot sent to a follower in chunks, and
 //!   received, for openraft 0.10's whole-snapshot API;
 //! - `rpc_kind.rs`: which Raft RPC an [`crate::net::Envelope`] carries;
@@ -20,6 +22,8 @@
 //! (queues, messages, cluster members). It sits below `quorum` and `meta`,
 //! which never import each other: what both need lives here.
 
+pub mod append_feed;
+pub mod append_stream;
 mod fault;
 pub(crate) mod fuzz_checks;
 mod group;

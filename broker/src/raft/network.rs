@@ -6,20 +6,24 @@
 //! (`crate::meta`) share it.
 //!
 //! openraft 0.10 hands a whole snapshot to the network (`full_snapshot`);
-//! how it crosses in chunks is ours (`snapshot_stream.rs`).
+//! how it crosses in chunks is ours (`snapshot_stream.rs`). Its stream of
+//! AppendEntries to a follower (`stream_append`) is pipelined when the
+//! group's network allows more than one in flight (`append_stream.rs`).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures_util::Stream;
 use openraft::alias::{SnapshotOf, VoteOf};
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::error::{
     NetworkError, RPCError, RaftError, ReplicationClosed, StreamingError, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
+use openraft::network::{stream_append_sequential, RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
-    TransferLeaderResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
+    TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, OptionalSend, RaftTypeConfig};
 use serde::de::DeserializeOwned;
@@ -39,6 +43,10 @@ pub(crate) struct GroupNetwork<SD> {
     pub(crate) queue: String,
     /// Bytes of one snapshot chunk.
     pub(crate) snapshot_chunk_bytes: usize,
+    /// AppendEntries in flight to one follower at most; 1: one at a time
+    /// (openraft's sequential stream; the follower must take
+    /// `RpcKind::AppendStream` for more).
+    pub(crate) append_depth: usize,
     pub(crate) _snapshot: PhantomData<fn() -> SD>,
 }
 
@@ -50,6 +58,7 @@ impl<SD> GroupNetwork<SD> {
         group: GroupId,
         queue: String,
         snapshot_chunk_bytes: usize,
+        append_depth: usize,
     ) -> Self {
         GroupNetwork {
             transport,
@@ -57,6 +66,7 @@ impl<SD> GroupNetwork<SD> {
             group,
             queue,
             snapshot_chunk_bytes,
+            append_depth,
             _snapshot: PhantomData,
         }
     }
@@ -64,12 +74,13 @@ impl<SD> GroupNetwork<SD> {
 
 /// One group's connection to one peer.
 pub(crate) struct GroupConnection<SD> {
-    transport: Arc<dyn NodeTransport>,
-    node_id: NodeId,
-    target: NodeId,
-    group: GroupId,
-    queue: String,
+    pub(super) transport: Arc<dyn NodeTransport>,
+    pub(super) node_id: NodeId,
+    pub(super) target: NodeId,
+    pub(super) group: GroupId,
+    pub(super) queue: String,
     snapshot_chunk_bytes: usize,
+    append_depth: usize,
     _snapshot: PhantomData<fn() -> SD>,
 }
 
@@ -89,10 +100,25 @@ where
             group: self.group,
             queue: self.queue.clone(),
             snapshot_chunk_bytes: self.snapshot_chunk_bytes,
+            append_depth: self.append_depth,
             _snapshot: PhantomData,
         }
     }
 }
+
+/// A failed call as openraft takes it: unreachable, or a network error.
+pub(super) fn transport_error<C: RaftTypeConfig>(e: TransportError) -> RPCError<C> {
+    match e {
+        TransportError::Unreachable(_) => CallError::Unreachable(e),
+        TransportError::Backpressure(_) | TransportError::Remote { .. } => {
+            CallError::Network(e.to_string())
+        }
+    }
+    .into_rpc()
+}
+
+/// One item of a stream of AppendEntries answers.
+type StreamItem<C> = Result<StreamAppendResult<C>, RPCError<C>>;
 
 /// Why a call failed before a reply was decoded.
 enum CallError {
@@ -147,7 +173,7 @@ impl<SD> GroupConnection<SD> {
     /// A call whose reply is the peer's `Result<_, RaftError>`: a remote
     /// error (its group stopped) is a network failure to openraft, which
     /// retries, as it does when the peer cannot be reached.
-    async fn raft_call<C, Req, Resp>(
+    pub(super) async fn raft_call<C, Req, Resp>(
         &self,
         kind: RpcKind,
         request: &Req,
@@ -183,6 +209,22 @@ where
         _option: RPCOption,
     ) -> Result<AppendEntriesResponse<C>, RPCError<C>> {
         self.raft_call(RpcKind::AppendEntries, &rpc).await
+    }
+
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, StreamItem<C>>, RPCError<C>>>
+    where
+        S: Stream<Item = AppendEntriesRequest<C>> + OptionalSend + Unpin + 'static,
+    {
+        if self.append_depth <= 1 {
+            return stream_append_sequential(self, input, option);
+        }
+        let depth = self.append_depth;
+        let this: &'s GroupConnection<SD> = self;
+        Box::pin(async move { Ok(super::append_stream::pipelined(this, input, depth)) })
     }
 
     async fn vote(

@@ -10,6 +10,8 @@ use crate::net::kind;
 pub enum RpcKind {
     /// append-entries (also heartbeats)
     AppendEntries,
+    /// append-entries of a pipelined stream (`append_stream.rs`)
+    AppendStream,
     /// request-vote
     Vote,
     /// install-snapshot (one chunk, `snapshot_stream.rs`)
@@ -26,6 +28,7 @@ impl RpcKind {
     pub fn code(self) -> u32 {
         match self {
             RpcKind::AppendEntries => kind::RAFT_APPEND_ENTRIES,
+            RpcKind::AppendStream => kind::RAFT_APPEND_STREAM,
             RpcKind::Vote => kind::RAFT_VOTE,
             RpcKind::InstallSnapshot => kind::RAFT_INSTALL_SNAPSHOT,
             RpcKind::TransferLeader => kind::RAFT_TRANSFER_LEADER,
@@ -37,6 +40,7 @@ impl RpcKind {
     pub fn from_code(code: u32) -> Option<RpcKind> {
         match code {
             kind::RAFT_APPEND_ENTRIES => Some(RpcKind::AppendEntries),
+            kind::RAFT_APPEND_STREAM => Some(RpcKind::AppendStream),
             kind::RAFT_VOTE => Some(RpcKind::Vote),
             kind::RAFT_INSTALL_SNAPSHOT => Some(RpcKind::InstallSnapshot),
             kind::RAFT_TRANSFER_LEADER => Some(RpcKind::TransferLeader),
