@@ -121,6 +121,15 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         (0..QUEUES).all(|i| quiet_for(&cluster, i, Duration::from_secs(5))),
         "no follower took an AppendEntries for the 5 s window"
     );
+    // Settled, no replica is visited by its node's driver any more
+    // (`quorum/visits.rs`): an idle group costs nothing there.
+    for id in 1..=3 {
+        let visited = cluster.node(id).unwrap().quorum().replicas_visited();
+        assert_eq!(
+            visited, 0,
+            "node {id}'s driver still visits {visited} replicas"
+        );
+    }
 
     // A publish through a real client wakes a quiet queue (through a node
     // that does not lead it: forwarded), is accepted and is delivered.
@@ -128,6 +137,13 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
     let other = if leader0 == 1 { 2 } else { 1 };
     let got = publish(addr(&cluster, other), &name(0), &["woken".to_string()]).await;
     assert_eq!(got, ["woken"], "a quiet queue takes a publish");
+    // Woken: back on its leader's list until it settles again.
+    eventually(
+        Duration::from_secs(5),
+        "the woken leader is visited",
+        || cluster.node(leader0).unwrap().quorum().replicas_visited() > 0,
+    )
+    .await;
     let out = consume_at_least(
         addr(&cluster, leader0),
         &name(0),

@@ -46,6 +46,11 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(1);
 /// Wake-up period of a local target's watch (cheap; catches anything the
 /// metrics watch missed).
 const LOCAL_RECHECK: Duration = Duration::from_secs(1);
+/// Both periods while the queue has no link here (no consumer, publisher
+/// or publish in flight): nothing to move, and a link attaching kicks the
+/// task. Every routed queue ever used stays; at 10,000 queues their
+/// wake-ups twice a second were a tenth of an idle node's CPU.
+const IDLE_RECHECK: Duration = Duration::from_secs(30);
 /// Keep an accepted/rejected settlement for the next leader; the others
 /// need nothing (the message comes back anyway).
 pub(super) fn hold_settle(consumer: &mut RConsumer, message: MessageId, outcome: Outcome) {
@@ -517,13 +522,18 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 let mut metrics = local.metrics();
                 metrics.borrow_and_update();
                 if local.sync_leadership() {
+                    let recheck = if q.in_use() {
+                        LOCAL_RECHECK
+                    } else {
+                        IDLE_RECHECK
+                    };
                     // A group whose core has stopped dropped its metrics
                     // sender: `changed()` then fails at once, every time,
                     // and must not turn this loop into a spin.
                     tokio::select! {
                         Ok(()) = metrics.changed() => {}
                         _ = q.kick.notified() => {}
-                        _ = tokio::time::sleep(LOCAL_RECHECK) => {}
+                        _ = tokio::time::sleep(recheck) => {}
                     }
                 }
                 if !local.sync_leadership() {
@@ -547,10 +557,15 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                         None => std::future::pending::<()>().await,
                     }
                 };
+                let probe = if q.in_use() {
+                    PROBE_INTERVAL
+                } else {
+                    IDLE_RECHECK
+                };
                 tokio::select! {
                     _ = leader_moved => {}
                     _ = q.kick.notified() => {}
-                    _ = tokio::time::sleep(PROBE_INTERVAL) => {}
+                    _ = tokio::time::sleep(probe) => {}
                 }
                 if q.target() != Target::Remote(node) {
                     continue;

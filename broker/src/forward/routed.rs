@@ -251,6 +251,8 @@ impl RoutedQueue {
             None => {
                 let link = self.fwd.new_link(&self.weak);
                 state.pub_link = Some(link);
+                // In use again: the follower probes at its busy pace.
+                self.kick.notify_one();
                 let open = ToServer::Publisher {
                     link,
                     address: self.address.to_string(),
@@ -497,6 +499,8 @@ impl Queue for RoutedQueue {
             },
         );
         self.attach(&mut state, id);
+        // In use: the follower probes at its busy pace.
+        self.kick.notify_one();
         Ok(id)
     }
 

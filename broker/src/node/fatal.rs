@@ -18,7 +18,6 @@
 //! error of its own (a snapshot or segment file) while the store stays
 //! healthy.
 
-use openraft::async_runtime::watch::WatchReceiver;
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -26,7 +25,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::meta::Metadata;
-use crate::queue::Queue;
 use crate::quorum::QuorumNode;
 
 /// How often every Raft group's running state is checked.
@@ -155,13 +153,7 @@ fn group_fault(
         }));
     }
     let quorum = quorum.upgrade().ok_or(Gone)?;
-    for queue in quorum.queues() {
-        if let Some(reason) = crate::raft::core_fault(&queue.raft.metrics().borrow_watched()) {
-            return Ok(Some(FatalError::RaftGroup {
-                group: queue.address().to_string(),
-                reason,
-            }));
-        }
-    }
-    Ok(None)
+    Ok(quorum
+        .core_fault()
+        .map(|(group, reason)| FatalError::RaftGroup { group, reason }))
 }

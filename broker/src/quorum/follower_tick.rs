@@ -12,10 +12,11 @@
 //! process, `examples/many_quorum_queues.rs`): 47% of a core with the tick
 //! everywhere, 21% with this (14% on openraft 0.9).
 //!
-//! The driver visits every replica of the node once a `heartbeat_interval`,
-//! spread evenly over it ([`SLOTS`] slots, a replica's slot fixed by its
-//! address: triggering every leader's heartbeat at the same instant sent
-//! hundreds of RPCs in a burst, and the last ones timed out). The rule:
+//! The driver visits every replica on the node's list (`visits.rs`: all
+//! but the settled quiet ones) once a `heartbeat_interval`, spread evenly
+//! over it ([`SLOTS`] slots, a replica's slot fixed by its group id:
+//! triggering every leader's heartbeat at the same instant sent hundreds
+//! of RPCs in a burst, and the last ones timed out). The rule:
 //! - a follower whose current leader's last AppendEntries
 //!   (`leader_contact.rs`, noted by the RPC handler) is younger than
 //!   [`fresh_window`] goes without the tick. This never delays an
@@ -35,8 +36,8 @@
 //! node-level liveness (`peer_liveness.rs`) goes without its tick however
 //! old its last AppendEntries.
 
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Weak};
+use std::collections::HashSet;
+use std::sync::Weak;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -49,6 +50,7 @@ use super::queue::QuorumQueue;
 use super::types::QueueRaftHandle;
 use crate::net::NodeId;
 use crate::queue::Queue;
+use crate::raft::GroupId;
 
 /// How many shortest election time-outs after its start a replica waits
 /// for a live leader it has not heard from yet (20 s by default: a node
@@ -83,8 +85,10 @@ pub(super) fn fresh_window(config: &openraft::Config) -> Duration {
 enum Needs {
     /// openraft's tick.
     Tick,
-    /// Nothing: a follower that hears its leader.
-    Nothing,
+    /// Nothing: a follower that hears its leader. `settled` when its
+    /// leader's node vouches for it (only a change in liveness, which
+    /// wakes every replica, or in the group's leader changes that).
+    Nothing { settled: bool },
     /// Its heartbeats, from the driver: a leader.
     Heartbeats,
 }
@@ -114,15 +118,16 @@ fn needs(
         return Needs::Tick;
     }
     let heard = queue.heard_contact().filter(|(heard, _)| *heard == leader);
+    let vouched = heard.is_some_and(|(_, age)| liveness.vouch(leader, age).is_some());
     let knows = match heard {
-        Some((_, age)) => age < fresh || liveness.vouch(leader, age).is_some(),
+        Some((_, age)) => age < fresh || vouched,
         // Not heard since this node started: the leader wakes its quiet
         // groups for this node's new incarnation; wait for it a while.
         None => liveness.awaited(leader, election_min * STARTUP_WAIT_TIMEOUTS),
     };
     let name = queue.address().name();
     if knows || !super::quiet::may_elect(name, voters(), leader, me, liveness, election_min) {
-        Needs::Nothing
+        Needs::Nothing { settled: vouched }
     } else {
         Needs::Tick
     }
@@ -138,15 +143,13 @@ pub(super) fn tick_if_candidate(raft: &QueueRaftHandle, state: ServerState) {
     }
 }
 
-/// The slot of the queue named `name`.
-fn slot_of(name: &str) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    name.hash(&mut hasher);
-    hasher.finish() % SLOTS
+/// The slot of group `group` (a hash of the queue's name already).
+fn slot_of(group: GroupId) -> usize {
+    (group % SLOTS) as usize
 }
 
-/// Visit every replica of the node once a heartbeat interval, spread over
-/// [`SLOTS`] slots, until the node is dropped.
+/// Visit the replicas on the node's list (`visits.rs`) once a heartbeat
+/// interval each, spread over [`SLOTS`] slots, until the node is dropped.
 pub(super) fn spawn(node: Weak<QuorumNode>, config: &openraft::Config) {
     let period = Duration::from_millis((config.heartbeat_interval / SLOTS).max(1));
     let fresh = fresh_window(config);
@@ -154,47 +157,108 @@ pub(super) fn spawn(node: Weak<QuorumNode>, config: &openraft::Config) {
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut slot = 0u64;
-        // The node's replicas by slot, sorted once a round (hashing every
-        // name at every slot cost more than the visits at 1,000 queues);
-        // weak, so a stopped replica is not kept.
-        let mut round: Vec<Vec<Weak<QuorumQueue>>> = Vec::new();
+        let mut slot = 0usize;
+        // The listed groups by slot, and all of them.
+        let mut round: Vec<Vec<GroupId>> = vec![Vec::new(); SLOTS as usize];
+        let mut listed: HashSet<GroupId> = HashSet::new();
+        let mut seen = Vec::new();
         loop {
             interval.tick().await;
-            slot = (slot + 1) % SLOTS;
+            slot = (slot + 1) % SLOTS as usize;
             let Some(node) = node.upgrade() else {
                 return;
             };
-            if slot == 0 || round.is_empty() {
-                round = vec![Vec::new(); SLOTS as usize];
+            // A peer lost, back or restarted: every replica decides again.
+            let view = node.liveness.view();
+            if view != seen {
+                seen = view;
                 for queue in node.queues() {
-                    round[slot_of(queue.address().name()) as usize].push(Arc::downgrade(&queue));
+                    queue.shared.quiet.wake();
                 }
             }
-            let me = node.node_id();
-            for queue in round[slot as usize].iter().filter_map(Weak::upgrade) {
-                match needs(&queue, me, fresh, election_min, &node.liveness) {
-                    Needs::Tick => queue.raft.runtime_config().tick(true),
-                    Needs::Nothing => queue.raft.runtime_config().tick(false),
-                    Needs::Heartbeats => {
-                        queue.raft.runtime_config().tick(false);
-                        let quiet = {
-                            let metrics = queue.raft.metrics();
-                            let m = metrics.borrow_watched();
-                            queue.shared.quiet.leader_visit(&m, me)
-                        };
-                        if quiet {
-                            continue;
-                        }
-                        // Never waits: a group whose command channel is
-                        // full (or that stopped) misses this beat rather
-                        // than hold up every other group's.
-                        let _ = queue.raft.trigger().heartbeat().now_or_never();
-                    }
+            for group in node.visits.take() {
+                if listed.insert(group) {
+                    round[slot_of(group)].push(group);
                 }
             }
+            let visit = Visit {
+                node: &node,
+                fresh,
+                election_min,
+            };
+            round[slot].retain(|group| {
+                let keep = visit.visit(*group);
+                if !keep {
+                    listed.remove(group);
+                }
+                keep
+            });
+            node.visits.set_listed(listed.len());
         }
     });
+}
+
+/// One pass of the driver.
+struct Visit<'a> {
+    node: &'a QuorumNode,
+    fresh: Duration,
+    election_min: Duration,
+}
+
+impl Visit<'_> {
+    /// Visit `group`'s replica here: whether it stays on the list.
+    fn visit(&self, group: GroupId) -> bool {
+        let cell = {
+            let groups = self.node.groups.lock().unwrap_or_else(|p| p.into_inner());
+            groups.get(&group).cloned()
+        };
+        let Some(cell) = cell else {
+            return false; // closed
+        };
+        let Some(queue) = cell.get().cloned() else {
+            return true; // still opening (it joined the list as it opened)
+        };
+        let quiet = &queue.shared.quiet;
+        // Off the list before looking: a wake from now on lists it again.
+        quiet.unlist();
+        let me = self.node.node_id();
+        let needs = needs(
+            &queue,
+            me,
+            self.fresh,
+            self.election_min,
+            &self.node.liveness,
+        );
+        let settled = match needs {
+            Needs::Tick => {
+                queue.raft.runtime_config().tick(true);
+                false
+            }
+            Needs::Nothing { settled } => {
+                queue.raft.runtime_config().tick(false);
+                settled
+            }
+            Needs::Heartbeats => {
+                queue.raft.runtime_config().tick(false);
+                let quiet_now = {
+                    let metrics = queue.raft.metrics();
+                    let m = metrics.borrow_watched();
+                    quiet.leader_visit(&m, me)
+                };
+                if !quiet_now {
+                    // Never waits: a group whose command channel is
+                    // full (or that stopped) misses this beat rather
+                    // than hold up every other group's.
+                    let _ = queue.raft.trigger().heartbeat().now_or_never();
+                }
+                quiet_now
+            }
+        };
+        if !settled {
+            quiet.relist();
+        }
+        !settled
+    }
 }
 
 #[cfg(test)]
@@ -234,7 +298,7 @@ mod tests {
     fn slots_spread_queues() {
         let mut counts = [0usize; SLOTS as usize];
         for i in 0..800 {
-            counts[slot_of(&format!("q{i}")) as usize] += 1;
+            counts[slot_of(crate::raft::group_id(&format!("q{i}")))] += 1;
         }
         assert!(counts.iter().all(|&c| c > 50), "{counts:?}");
     }

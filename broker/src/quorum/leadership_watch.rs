@@ -138,6 +138,9 @@ pub(super) async fn watch_leadership(
     let mut cut_off = false;
     let mut known_leader = None;
     loop {
+        // Something moved (a leader's metrics, a follower's state, leader
+        // or vote): back on the node's visit list (`visits.rs`).
+        shared.quiet.wake();
         let (leading, term, log_applied, without_quorum) = {
             let m = metrics.borrow_and_update();
             if m.current_leader.is_some() && m.current_leader != known_leader {
@@ -159,6 +162,7 @@ pub(super) async fn watch_leadership(
                 %queue,
                 node_id,
                 since_quorum_ack_ms = ms,
+                quiet = %shared.quiet.describe(),
                 "leader without a quorum's acknowledgement: stops serving"
             ),
             (None, true) if leading.is_some() => {

@@ -33,6 +33,7 @@ mod leader_contact;
 mod leadership_watch;
 mod length_limit;
 mod node;
+mod node_faults;
 mod node_policies;
 mod peer_liveness;
 mod placement;
@@ -53,6 +54,7 @@ mod stop_snapshot;
 mod submit;
 mod transaction;
 mod types;
+mod visits;
 
 pub use cluster_view::{BoxFuture, PeerRequests, ReplicaSet, ReplicaSets};
 pub use handoff::HandOff;

@@ -87,21 +87,22 @@ pub struct QuorumNode {
     pub(super) transport: Arc<dyn NodeTransport>,
     pub(super) config: QuorumConfig,
     pub(super) raft_config: Arc<openraft::Config>,
-    groups: Mutex<HashMap<GroupId, GroupCell>>,
+    pub(super) groups: Mutex<HashMap<GroupId, GroupCell>>,
     /// The cluster's record of replica sets, once the node is wired.
     pub(super) replica_sets: std::sync::OnceLock<Arc<dyn ReplicaSets>>,
     /// Requests to other nodes, once the node is wired.
     pub(super) peers: std::sync::OnceLock<Arc<dyn PeerRequests>>,
-    /// What this node knows of its peers' liveness (`peer_liveness.rs`).
+    /// What this node knows of its peers' liveness (`peer_liveness.rs`),
+    /// and the replicas its driver visits (`visits.rs`).
     pub(super) liveness: Arc<PeerLiveness>,
+    pub(super) visits: Arc<super::visits::Visits>,
     /// Set by [`QuorumNode::shutdown`]: the metadata follower stops.
     pub(super) stopping: std::sync::atomic::AtomicBool,
     /// Groups the metadata no longer places here, since when (see
     /// `placement.rs`).
     pub(super) retiring: Mutex<HashMap<GroupId, tokio::time::Instant>>,
-    /// Groups this node has seen declared in the metadata: one of them no
-    /// longer declared was deleted (`removal.rs`), never merely not
-    /// applied here yet.
+    /// Groups seen declared in the metadata: one no longer declared was
+    /// deleted (`removal.rs`), never merely not applied here yet.
     pub(super) seen_declared: Mutex<std::collections::HashSet<GroupId>>,
     /// Memory for message bodies, shared by every queue of the node.
     resident_budget: Arc<NodeBudget>,
@@ -151,15 +152,12 @@ impl QuorumNode {
             election_timeout_max: config.election_timeout_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every_entries),
             max_in_snapshot_log_to_keep: config.log_entries_kept_after_snapshot,
-            // openraft's 200 ms applies to every chunk of a snapshot
-            // transfer, the last one included, whose reply waits for the
-            // follower's install (paging every body and fsyncing: 0.8 s
-            // for 1M messages here). At 200 ms the first transfer of a deep
-            // queue always timed out and was built and streamed again.
+            // openraft's 200 ms applies to every chunk of a snapshot transfer,
+            // the last one waiting for the follower's install (0.8 s for 1M
+            // messages here): the first transfer of a deep queue timed out.
             install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT_MS,
-            // One entry can hold a few hundred publishes (about 100 KB):
-            // openraft's 300 entries per AppendEntries made one probe of a
-            // lagging follower some 30 MB, held on both nodes at once.
+            // An entry holds up to a few hundred publishes (~100 KB): 300 per
+            // AppendEntries made one probe of a lagging follower ~30 MB.
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
             // Each chunk of a snapshot transfer is held several times over
             // while it crosses (read, postcard, the fabric's frame, on both
@@ -182,6 +180,7 @@ impl QuorumNode {
             transport,
             config,
             liveness: Arc::new(PeerLiveness::new(down_after(&raft_config))),
+            visits: Arc::default(),
             raft_config: Arc::new(raft_config),
             groups: Mutex::new(HashMap::new()),
             replica_sets: std::sync::OnceLock::new(),
@@ -397,7 +396,8 @@ impl QuorumNode {
             self.commit_latency.clone(),
         );
         shared.dead_letter_router = self.dead_letter_router.clone();
-        shared.quiet = Arc::new(Quiet::new(self.liveness.clone()));
+        let quiet = Quiet::new(self.liveness.clone(), self.visits.clone(), group);
+        shared.quiet = Arc::new(quiet);
         let shared = Arc::new(shared);
         shared
             .lock()

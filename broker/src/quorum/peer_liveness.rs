@@ -60,6 +60,8 @@ struct Peer {
     last_heard: Instant,
     /// Its log store works.
     serving: bool,
+    /// The incarnation before (`up_since`, last heard), if one was seen.
+    before: Option<(Instant, Instant)>,
 }
 
 /// One peer as this node sees it now.
@@ -143,9 +145,11 @@ impl PeerLiveness {
             up_since: now,
             last_heard: now,
             serving,
+            before: None,
         });
         if entry.boot != boot {
             tracing::info!(peer, "peer node restarted (new boot id)");
+            entry.before = Some((entry.up_since, entry.last_heard));
             entry.boot = boot;
             entry.up_since = now;
         }
@@ -174,6 +178,46 @@ impl PeerLiveness {
                 }
             }
         }
+    }
+
+    /// The last moment every one of `peers` was heard from as the
+    /// incarnation it ran at `since` (that incarnation's last word if it
+    /// has just restarted); `None` if one was not heard yet, restarted
+    /// twice since or stopped serving.
+    pub(super) fn heard_all_since(&self, peers: &[NodeId], since: Instant) -> Option<Instant> {
+        let table = self.lock();
+        let mut at = Instant::now();
+        for peer in peers {
+            let p = table.get(peer)?;
+            let heard = if p.up_since <= since {
+                p.serving.then_some(p.last_heard)?
+            } else {
+                match p.before {
+                    Some((up_since, last_heard)) if up_since <= since => last_heard,
+                    _ => return None,
+                }
+            };
+            at = at.min(heard);
+        }
+        Some(at)
+    }
+
+    /// Each known peer, whether it is alive and since when it runs as its
+    /// incarnation, in node order: the driver wakes every replica when
+    /// this changes (`visits.rs`).
+    pub(super) fn view(&self) -> Vec<(NodeId, bool, Instant)> {
+        let now = Instant::now();
+        let mut view: Vec<_> = self
+            .lock()
+            .iter()
+            .map(|(id, p)| {
+                let alive =
+                    p.serving && now.saturating_duration_since(p.last_heard) < self.down_after;
+                (*id, alive, p.up_since)
+            })
+            .collect();
+        view.sort_unstable_by_key(|(id, ..)| *id);
+        view
     }
 
     /// Whether every one of `peers` was heard from since this node started.
@@ -373,5 +417,32 @@ mod tests {
         assert!(!live.state(3).is_alive());
         assert!(live.heard_from_all(&[3]));
         assert!(!live.heard_from_all(&[3, 4]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_leader_is_vouched_for_until_the_last_word_of_the_incarnation_that_acked() {
+        let live = PeerLiveness::new(Duration::from_millis(1000));
+        live.heard(2, 7, true);
+        live.heard(3, 5, true);
+        let quiet_at = Instant::now();
+        tokio::time::advance(Duration::from_millis(300)).await;
+        live.heard(2, 7, true);
+        let last_of_7 = Instant::now();
+        // The oldest of the voters' last words.
+        assert_eq!(live.heard_all_since(&[2, 3], quiet_at), Some(quiet_at));
+        assert_eq!(live.heard_all_since(&[2], quiet_at), Some(last_of_7));
+        // Node 2 restarted: its old incarnation's last word still counts.
+        tokio::time::advance(Duration::from_millis(200)).await;
+        live.heard(2, 8, true);
+        assert_eq!(live.heard_all_since(&[2], quiet_at), Some(last_of_7));
+        // Twice: the incarnation before is not the one that acked.
+        tokio::time::advance(Duration::from_millis(200)).await;
+        live.heard(2, 9, true);
+        assert_eq!(live.heard_all_since(&[2], quiet_at), None);
+        // Never heard, or its store failed: no vouching.
+        assert_eq!(live.heard_all_since(&[4], quiet_at), None);
+        live.heard(3, 5, false);
+        assert_eq!(live.heard_all_since(&[3], quiet_at), None);
+        assert!(live.heard_all_since(&[], quiet_at).is_some());
     }
 }

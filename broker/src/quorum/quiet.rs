@@ -26,23 +26,27 @@
 //!   long past in a quiet group); the others wait an election time-out
 //!   more, so the two do not split the vote.
 //! - Check-quorum (`leadership_watch.rs`): a quiet leader has no fresh
-//!   acknowledgements, so each quiet visit stamps the group as vouched
-//!   for (its voters' nodes alive), and a leader serves while its
+//!   acknowledgements, so it is vouched for by its voters' nodes: its
+//!   stamp is the last moment each was heard in the incarnation that
+//!   acknowledged it, read from the liveness when asked (a settled replica
+//!   is not visited, `visits.rs`), and a leader serves while its
 //!   quorum's acknowledgement or that stamp is within the window. Woken,
 //!   the stamp stops moving: the window counts from the wake, never from
 //!   the last acknowledgement before the group went quiet (counting from
 //!   that, groups woken together by a burst of publishes stopped serving
 //!   and released publishes whose entries later committed).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::peer_liveness::{PeerLiveness, PeerState};
+use super::visits::Visits;
 use crate::net::NodeId;
 use crate::raft::leadership::Metrics;
+use crate::raft::GroupId;
 
 use super::types::QueueRaft;
 
@@ -54,10 +58,14 @@ pub(super) const QUIET_AFTER: Duration = Duration::from_secs(2);
 pub(crate) struct Quiet {
     /// The node's liveness (set when the group opens on a node).
     liveness: OnceLock<Arc<PeerLiveness>>,
+    /// The node's list of replicas to visit, and this group's id on it.
+    visits: OnceLock<(Arc<Visits>, GroupId)>,
+    /// On the visit list (`visits.rs`).
+    listed: AtomicBool,
     /// The leader's view of its log, for the rule above.
     state: Mutex<LeaderState>,
-    /// Milliseconds after [`clock_base`], plus one, of the last visit that
-    /// found this leader quiet with its voters alive (0: never).
+    /// Milliseconds after [`clock_base`], plus one, of the last moment
+    /// this leader was known quiet with its voters alive (0: never).
     vouched_ms: AtomicU64,
 }
 
@@ -67,6 +75,10 @@ struct LeaderState {
     index: Option<u64>,
     since: Option<Instant>,
     quiet: bool,
+    /// The other voters, and when the last visit found it quiet (their
+    /// nodes' incarnations then had acknowledged it).
+    voters: Vec<NodeId>,
+    quiet_at: Option<Instant>,
 }
 
 /// What the quiet-group clock counts from.
@@ -79,12 +91,43 @@ fn now_ms() -> u64 {
     clock_base().elapsed().as_millis() as u64 + 1
 }
 
+/// `at` on the quiet-group clock.
+fn ms_of(at: Instant) -> u64 {
+    at.into_std()
+        .saturating_duration_since(clock_base())
+        .as_millis() as u64
+        + 1
+}
+
 impl Quiet {
-    /// Quiet state using the node's `liveness`.
-    pub(crate) fn new(liveness: Arc<PeerLiveness>) -> Quiet {
+    /// Quiet state of `group` using the node's `liveness`; on the node's
+    /// visit list from the start.
+    pub(crate) fn new(liveness: Arc<PeerLiveness>, visits: Arc<Visits>, group: GroupId) -> Quiet {
         let quiet = Quiet::default();
         let _ = quiet.liveness.set(liveness);
+        let _ = quiet.visits.set((visits, group));
+        quiet.wake();
         quiet
+    }
+
+    /// Put the replica back on the node's visit list, unless it is on it.
+    pub(crate) fn wake(&self) {
+        if !self.listed.swap(true, Ordering::AcqRel) {
+            if let Some((visits, group)) = self.visits.get() {
+                visits.join(*group);
+            }
+        }
+    }
+
+    /// Taken off the list by the driver, before it looks at the replica
+    /// (a wake from then on lists it again).
+    pub(super) fn unlist(&self) {
+        self.listed.store(false, Ordering::Release);
+    }
+
+    /// Kept on the list by the driver.
+    pub(super) fn relist(&self) {
+        self.listed.store(true, Ordering::Release);
     }
 
     /// The node's liveness, if the group runs on a node.
@@ -92,11 +135,57 @@ impl Quiet {
         self.liveness.get()
     }
 
-    /// Whether this leader was found quiet, its voters alive, within the
-    /// last `window_ms`.
+    /// Whether this leader was known quiet, its voters alive, within the
+    /// last `window_ms`. A quiet leader is not visited (`visits.rs`): its
+    /// stamp is brought up to the last moment every voter's node was
+    /// heard in the incarnation that acknowledged it, here and at its
+    /// wake.
     pub(crate) fn vouched_within(&self, window_ms: u64) -> bool {
+        {
+            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            self.refresh_vouch(&state);
+        }
         let at = self.vouched_ms.load(Ordering::Relaxed);
         at != 0 && now_ms().saturating_sub(at) <= window_ms
+    }
+
+    /// While quiet: stamp the last moment every other voter was heard
+    /// alive in an incarnation seen before the leader went quiet.
+    fn refresh_vouch(&self, state: &LeaderState) {
+        let (true, Some(quiet_at), Some(liveness)) =
+            (state.quiet, state.quiet_at, self.liveness.get())
+        else {
+            return;
+        };
+        if let Some(at) = liveness.heard_all_since(&state.voters, quiet_at) {
+            self.vouched_ms.fetch_max(ms_of(at), Ordering::Relaxed);
+        }
+    }
+
+    /// This leader's quiet state in words, for the log line of a leader
+    /// that stops serving.
+    pub(crate) fn describe(&self) -> String {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let vouched = self.vouched_ms.load(Ordering::Relaxed);
+        let heard = match (state.quiet_at, self.liveness.get()) {
+            (Some(at), Some(liveness)) => liveness
+                .heard_all_since(&state.voters, at)
+                .map(|t| format!("{:?} ago", t.elapsed())),
+            _ => None,
+        };
+        format!(
+            "quiet={} quiet_for={:?} voters={:?} voters_heard={:?} vouched_ms_ago={} listed={}",
+            state.quiet,
+            state.quiet_at.map(|t| t.elapsed()),
+            state.voters,
+            heard,
+            if vouched == 0 {
+                -1
+            } else {
+                now_ms().saturating_sub(vouched) as i64
+            },
+            self.listed.load(Ordering::Relaxed),
+        )
     }
 
     /// Whether the leader was quiet at the last visit.
@@ -115,6 +204,8 @@ impl Quiet {
         let applied = m.last_applied.map(|l| l.index);
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if state.index != last || applied != last || state.since.is_none() {
+            // Woken: the check-quorum window counts from here.
+            self.refresh_vouch(&state);
             state.index = last;
             state.since = (applied == last).then_some(now);
             state.quiet = false;
@@ -129,9 +220,18 @@ impl Quiet {
                 .voter_ids()
                 .filter(|v| *v != me)
                 .all(|v| voter_settled(m, v, last, since, liveness.state(v)));
+        if !quiet {
+            self.refresh_vouch(&state);
+        }
         state.quiet = quiet;
-        drop(state);
         if quiet {
+            state.quiet_at = Some(now);
+            state.voters = m
+                .membership_config
+                .membership()
+                .voter_ids()
+                .filter(|v| *v != me)
+                .collect();
             self.vouched_ms.store(now_ms(), Ordering::Relaxed);
         }
         quiet
