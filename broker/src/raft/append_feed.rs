@@ -3,7 +3,7 @@
 //! `Raft::stream_append` in the order its requests arrived, and openraft's
 //! answers (in the same order) go back to the waiting calls.
 //!
-//! [`AppendFeeds::take`] runs on the transport's reader, in the order the
+//! `AppendFeeds::take` runs on the transport's reader, in the order the
 //! leader made its calls (`NodeHandler::handle`'s guarantee): it checks the
 //! request's place in its stream and queues it to the group's feed task.
 //! A request with sequence number 0 starts a new stream (replacing the
@@ -14,7 +14,7 @@
 //! it are refused.
 //!
 //! Bounded: one small entry per group that was ever fed (dropped with the
-//! group, [`AppendFeeds::forget`]), and a task only while a stream has
+//! group, `AppendFeeds::forget`), and a task only while a stream has
 //! traffic: a feed with nothing queued nor unanswered for `idle` ends its
 //! task (and openraft's stream); the next request of the same stream
 //! starts another.
