@@ -521,23 +521,27 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 };
                 let mut metrics = local.metrics();
                 metrics.borrow_and_update();
-                if local.sync_leadership() {
-                    let recheck = if q.in_use() {
-                        LOCAL_RECHECK
-                    } else {
-                        IDLE_RECHECK
-                    };
-                    // A group whose core has stopped dropped its metrics
-                    // sender: `changed()` then fails at once, every time,
-                    // and must not turn this loop into a spin.
-                    tokio::select! {
-                        Ok(()) = metrics.changed() => {}
-                        _ = q.kick.notified() => {}
-                        _ = tokio::time::sleep(recheck) => {}
-                    }
-                }
                 if !local.sync_leadership() {
                     q.lose_target(&mut q.lock());
+                    continue;
+                }
+                let recheck = if q.in_use() {
+                    LOCAL_RECHECK
+                } else {
+                    IDLE_RECHECK
+                };
+                let kick = q.kick.clone();
+                // Not held while waiting (up to 30 s): a node stopped or
+                // crashed in this process lets go of its log store only
+                // once its queues are gone.
+                drop((local, q));
+                // A group whose core has stopped dropped its metrics
+                // sender: `changed()` then fails at once, every time,
+                // and must not turn this loop into a spin.
+                tokio::select! {
+                    Ok(()) = metrics.changed() => {}
+                    _ = kick.notified() => {}
+                    _ = tokio::time::sleep(recheck) => {}
                 }
             }
             Target::Remote(node) => {
@@ -562,11 +566,16 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 } else {
                     IDLE_RECHECK
                 };
+                let kick = q.kick.clone();
+                drop(q); // not held while waiting (see above)
                 tokio::select! {
                     _ = leader_moved => {}
-                    _ = q.kick.notified() => {}
+                    _ = kick.notified() => {}
                     _ = tokio::time::sleep(probe) => {}
                 }
+                let Some(q) = queue.upgrade() else {
+                    return;
+                };
                 if q.target() != Target::Remote(node) {
                     continue;
                 }

@@ -128,7 +128,7 @@ pub(crate) struct RoutedQueue {
     /// Held while calling into the local quorum queue (see `lock_order.rs`).
     pub(super) state: OrderedMutex<State>,
     /// Wakes the follower task (a send failed, a link was closed).
-    pub(super) kick: Notify,
+    pub(super) kick: Arc<Notify>,
     /// Most publishes in flight to a remote target.
     pub(super) window: usize,
     pub(super) weak: Weak<RoutedQueue>,
@@ -163,7 +163,7 @@ impl RoutedQueue {
                     cut_off: false,
                 },
             ),
-            kick: Notify::new(),
+            kick: Arc::new(Notify::new()),
             window,
             weak: weak.clone(),
         });
