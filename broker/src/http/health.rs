@@ -10,7 +10,8 @@
 //!   ready: consumers must still reach it to drain what holds the memory;
 //! - a cluster-metadata leader known, and if that is this node, one a
 //!   quorum acknowledged within the election time-out (a leader cut off
-//!   from its cluster believes in itself until it hears otherwise).
+//!   from its cluster believes in itself until it hears otherwise; one
+//!   not acknowledged since its election is not ready either).
 //!
 //! It reads the node's views only; it knows no HTTP.
 
@@ -32,12 +33,26 @@ pub(super) fn readiness(sources: &Sources) -> Result<(), String> {
         return Err("no cluster-metadata leader known".into());
     };
     let window_ms = sources.quorum.raft_config().election_timeout_max;
-    if meta.leading && meta.quorum_ack_age_ms.is_some_and(|ms| ms > window_ms) {
-        return Err(format!(
-            "this node ({leader}) leads the cluster metadata without a quorum's \
-             acknowledgement for {} ms",
-            meta.quorum_ack_age_ms.unwrap_or_default()
-        ));
+    if meta.leading {
+        // None: no quorum has acknowledged this leader since its election.
+        // That lasts a round trip after a normal election, and for good
+        // when the voters went away right after voting (a hand-off from
+        // a node that then stopped, with the third gone too).
+        match meta.quorum_ack_age_ms {
+            Some(ms) if ms > window_ms => {
+                return Err(format!(
+                    "this node ({leader}) leads the cluster metadata without a \
+                     quorum's acknowledgement for {ms} ms"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "this node ({leader}) leads the cluster metadata, not yet \
+                     acknowledged by a quorum"
+                ))
+            }
+            Some(_) => {}
+        }
     }
     Ok(())
 }
