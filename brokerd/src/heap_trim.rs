@@ -20,7 +20,7 @@ use std::time::Duration;
 pub const SLACK_TRIGGER: u64 = 32 * 1024 * 1024;
 /// How often it looks after a trim; each look that finds nothing to do
 /// doubles the wait, up to [`PERIOD_MAX`]: `mallinfo2` walks every free
-/// chunk of every arena (9 ms at a 3 GB heap of 10,000 idle queues, a
+/// chunk of every arena (about 9 ms at a 3 GB heap of 10,000 idle queues, a
 /// tenth of the idle node's CPU at one look every 5 s).
 const PERIOD: Duration = Duration::from_secs(5);
 /// The longest wait between two looks.

@@ -1,8 +1,8 @@
 //! The node's look for a quorum group whose Raft core quit on an error
 //! (`node/fatal.rs` asks once a second and fail-stops the node on one).
 //! It reads each open group's metrics under the group table's lock and
-//! allocates nothing: at 10,000 queues a copy of the table per look was a
-//! tenth of an idle node's CPU.
+//! allocates nothing: at 10,000 queues the look, then with a copy of the
+//! table, took a tenth of an idle node's CPU.
 
 use openraft::async_runtime::watch::WatchReceiver;
 
