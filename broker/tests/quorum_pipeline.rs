@@ -49,19 +49,26 @@ async fn publish_and_consume(cluster: &Cluster, queue: &'static str) -> (usize, 
     (accepted.len(), lost.len(), duplicates)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_takes_several_appends_of_a_group_at_once() {
+/// A 3-node cluster sending up to `depth` appends at once, through which
+/// every publish to `queue` was accepted and delivered exactly once.
+async fn start_and_deliver_all(depth: usize, queue: &'static str) -> Cluster {
     trace_from_env();
     let mut config = BrokerConfig::default();
-    config.quorum.append_pipeline_depth = 16;
+    config.quorum.append_pipeline_depth = depth;
     let cluster = Cluster::start(3, config).await.expect("cluster starts");
-    let (accepted, lost, duplicates) = publish_and_consume(&cluster, "piped").await;
+    let (accepted, lost, duplicates) = publish_and_consume(&cluster, queue).await;
     assert_eq!(accepted, 1 + PUBLISHERS * EACH, "every publish accepted");
     assert_eq!(
         (lost, duplicates),
         (0, 0),
         "no accepted message lost or repeated"
     );
+    cluster
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_takes_several_appends_of_a_group_at_once() {
+    let cluster = start_and_deliver_all(16, "piped").await;
 
     let all = stats(&cluster);
     eprintln!("feed counters by node: {all:?}");
@@ -94,17 +101,7 @@ async fn a_follower_takes_several_appends_of_a_group_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn depth_one_sends_one_append_at_a_time() {
-    trace_from_env();
-    let mut config = BrokerConfig::default();
-    config.quorum.append_pipeline_depth = 1;
-    let cluster = Cluster::start(3, config).await.expect("cluster starts");
-    let (accepted, lost, duplicates) = publish_and_consume(&cluster, "unpiped").await;
-    assert_eq!(accepted, 1 + PUBLISHERS * EACH, "every publish accepted");
-    assert_eq!(
-        (lost, duplicates),
-        (0, 0),
-        "no accepted message lost or repeated"
-    );
+    let cluster = start_and_deliver_all(1, "unpiped").await;
     let all = stats(&cluster);
     assert!(
         all.iter().all(|(_, s)| s.appends == 0 && s.tasks == 0),

@@ -157,6 +157,11 @@ impl PeerLiveness {
         entry.serving = serving;
     }
 
+    /// Whether `p`, last heard `heard_ago` ago, counts as alive.
+    fn alive(&self, p: &Peer, heard_ago: Duration) -> bool {
+        p.serving && heard_ago < self.down_after
+    }
+
     /// `peer` as this node sees it now.
     pub(crate) fn state(&self, peer: NodeId) -> PeerState {
         let now = Instant::now();
@@ -166,7 +171,7 @@ impl PeerLiveness {
             },
             Some(p) => {
                 let heard_ago = now.saturating_duration_since(p.last_heard);
-                if p.serving && heard_ago < self.down_after {
+                if self.alive(p, heard_ago) {
                     PeerState::Alive {
                         up_since: p.up_since,
                         heard_ago,
@@ -211,8 +216,7 @@ impl PeerLiveness {
             .lock()
             .iter()
             .map(|(id, p)| {
-                let alive =
-                    p.serving && now.saturating_duration_since(p.last_heard) < self.down_after;
+                let alive = self.alive(p, now.saturating_duration_since(p.last_heard));
                 (*id, alive, p.up_since)
             })
             .collect();

@@ -214,24 +214,21 @@ impl Quiet {
         let Some(since) = state.since else {
             return false;
         };
-        let quiet = now.saturating_duration_since(since) >= QUIET_AFTER
-            && m.membership_config
+        let others = || {
+            m.membership_config
                 .membership()
                 .voter_ids()
-                .filter(|v| *v != me)
-                .all(|v| voter_settled(m, v, last, since, liveness.state(v)));
+                .filter(move |v| *v != me)
+        };
+        let quiet = now.saturating_duration_since(since) >= QUIET_AFTER
+            && others().all(|v| voter_settled(m, v, last, since, liveness.state(v)));
         if !quiet {
             self.refresh_vouch(&state);
         }
         state.quiet = quiet;
         if quiet {
             state.quiet_at = Some(now);
-            state.voters = m
-                .membership_config
-                .membership()
-                .voter_ids()
-                .filter(|v| *v != me)
-                .collect();
+            state.voters = others().collect();
             self.vouched_ms.store(now_ms(), Ordering::Relaxed);
         }
         quiet
