@@ -7,7 +7,8 @@
 //! queue it led gets a new leader within the election time-out although
 //! its followers had not heard from it for seconds (node-level liveness,
 //! `quorum/peer_liveness.rs`), and the queues it did not lead keep their
-//! leaders.
+//! leaders; with it down the survivors' groups go quiet again, and once
+//! it restarts they wake, bring it up to date and go quiet.
 
 mod common;
 
@@ -208,5 +209,41 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         assert_eq!(out, [format!("first {i}")]);
     }
     cluster.crash(victim).await.unwrap();
+
+    // With the victim down, the survivors' groups go quiet again: a lost
+    // voter does not keep a group awake while the others are a majority.
+    // A publish while it is down reaches the survivors only.
+    let survivor = others[0];
+    let got = publish(
+        addr(&cluster, survivor),
+        &name(1),
+        &["while down".to_string()],
+    )
+    .await;
+    assert_eq!(got, ["while down"]);
+    await_quiet(
+        &cluster,
+        heartbeat * 4,
+        "every queue quiet with a node down",
+    )
+    .await;
+    // Back, the node's new incarnation wakes its groups: their leaders
+    // bring its replicas up to date (the quiet rule wants it to hold the
+    // last entry) and go quiet again, and it serves what it missed.
+    for other in &others {
+        cluster.set_partitioned(victim, *other, false);
+    }
+    cluster.restart(victim).await.unwrap();
+    await_quiet(
+        &cluster,
+        heartbeat * 2,
+        "every queue quiet after the restart",
+    )
+    .await;
+    let out = consume_at_least(addr(&cluster, victim), &name(1), 1, Duration::from_secs(20)).await;
+    assert!(
+        out.contains(&"while down".to_string()),
+        "the restarted node serves the publish it missed: {out:?}"
+    );
     cluster.shutdown().await;
 }

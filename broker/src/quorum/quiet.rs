@@ -6,17 +6,21 @@
 //! The rules (applied by the node's driver, `follower_tick.rs`, at each
 //! visit of a replica):
 //! - A leader is quiet while its last entry has been applied here for
-//!   [`QUIET_AFTER`], every voter's node is alive, every voter holds the
-//!   last entry (openraft's replication metrics) and every voter
+//!   [`QUIET_AFTER`], and every voter whose node is alive holds the
+//!   last entry (openraft's replication metrics) and
 //!   acknowledged a heartbeat sent after that entry was applied here (so it
 //!   knows it committed) and after the voter's node was seen in its
 //!   current incarnation (a restarted voter hears from its leader first).
 //!   A quiet leader's heartbeats are not triggered. Anything else wakes it
 //!   at once: a write (openraft replicates it without a heartbeat; the
-//!   next visit sees the log moved), a voter's node lost or restarted.
-//!   So no group sleeps while one of its voters is down: its replicas
-//!   elsewhere keep hearing it, which the forwarding's cut-off reasoning
-//!   relies on.
+//!   next visit sees the log moved), a voter's node restarted.
+//!   A voter whose node is lost does not keep the leader awake, as long
+//!   as the settled voters with the leader are a majority (a joint
+//!   membership excepted): the leader's heartbeats cannot reach it, and
+//!   the live ones know their leader lives from node liveness. The
+//!   forwarding's cut-off reasoning (`forward/cut_off.rs`) reads a
+//!   follower's leader contact with that vouch (`leader_contact`), so a
+//!   node cut from the leader alone still learns the leader lives.
 //! - A follower goes without its tick while its leader's node is alive
 //!   and it heard that leader in the node's current incarnation (and the
 //!   leader still is a voter): it knows its leader lives. When the
@@ -214,25 +218,58 @@ impl Quiet {
         let Some(since) = state.since else {
             return false;
         };
-        let others = || {
-            m.membership_config
-                .membership()
-                .voter_ids()
-                .filter(move |v| *v != me)
-        };
-        let quiet = now.saturating_duration_since(since) >= QUIET_AFTER
-            && others().all(|v| voter_settled(m, v, last, since, liveness.state(v)));
+        let settled = (now.saturating_duration_since(since) >= QUIET_AFTER)
+            .then(|| settled_quorum(m, me, last, since, liveness))
+            .flatten();
+        let quiet = settled.is_some();
         if !quiet {
             self.refresh_vouch(&state);
         }
         state.quiet = quiet;
-        if quiet {
+        if let Some(voters) = settled {
             state.quiet_at = Some(now);
-            state.voters = others().collect();
+            state.voters = voters;
             self.vouched_ms.store(now_ms(), Ordering::Relaxed);
         }
         quiet
     }
+}
+
+/// The other voters that let this leader go quiet, if they do: each
+/// other voter is settled ([`voter_settled`]) or its node is lost, and
+/// the settled ones with this node are a majority. A lost voter does not
+/// keep the group awake: with it down, its leader's heartbeats reach
+/// only voters that know their leader lives anyway (node liveness), and
+/// at 10,000 groups they were what overloaded the survivors of a restart.
+/// Its new incarnation, once seen, wakes the group (`visits.rs`), and the
+/// leader brings it up to date before it goes quiet again. A joint
+/// configuration (a membership change) stays awake until every voter is
+/// settled.
+fn settled_quorum(
+    m: &Metrics<QueueRaft>,
+    me: NodeId,
+    last: Option<u64>,
+    since: Instant,
+    liveness: &PeerLiveness,
+) -> Option<Vec<NodeId>> {
+    let membership = m.membership_config.membership();
+    let joint = membership.get_joint_config().len() > 1;
+    let mut settled = Vec::new();
+    let mut voters = 0usize;
+    for v in membership.voter_ids() {
+        voters += 1;
+        if v == me {
+            continue;
+        }
+        let state = liveness.state(v);
+        if voter_settled(m, v, last, since, state) {
+            settled.push(v);
+        } else if joint || state.is_alive() {
+            return None;
+        }
+    }
+    // This node and the settled others: a majority of the voters.
+    (2 * (settled.len() + 1) > voters).then_some(settled)
 }
 
 /// Whether voter `v` lets its leader go quiet: its node alive, holding
