@@ -23,7 +23,9 @@
 //!
 //! It knows the dead-letter queue only as an address handed to the router.
 
+use openraft::alias::WatchReceiverOf;
 use openraft::async_runtime::watch::WatchReceiver;
+use openraft::metrics::RaftServerMetrics;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +40,7 @@ use super::node::QuorumNode;
 use super::queue::QuorumQueue;
 use super::settle_batcher::SettleMsg;
 use super::state_machine::{BodyLimits, Inner, Shared};
-use super::types::{Command, QueueRaftHandle, SettleKind};
+use super::types::{Command, QueueRaft, QueueRaftHandle, SettleKind};
 use crate::codec::MessageView;
 use crate::queue::dead_letter::{dead_letter_copy, now_ms, DeathReason, SharedRouter};
 use crate::queue::dispatch::Entry;
@@ -120,7 +122,7 @@ impl QuorumQueue {
             } else {
                 SettleMsg::Settle(id, SettleKind::Failed)
             };
-            let _ = self.settles.send(message);
+            let _ = self.settles().send(message);
         }
     }
 }
@@ -140,21 +142,46 @@ struct Due {
 }
 
 /// The leader's sender: runs while the group runs (ends when the Raft
-/// group shuts down).
+/// group shuts down). Until the outbox first gets an entry it only waits
+/// for that: most queues never dead-letter, and the sender's event
+/// channel, timer and in-flight sends (a few KiB) would otherwise be held
+/// by every replica of every group.
 pub(super) async fn send_dead_letters(
     raft: QueueRaftHandle,
     shared: Arc<Shared>,
     hold: Arc<ProposalHold>,
     address: QueueAddress,
 ) {
-    let (sink, mut events) = Sink::channel();
-    let mut in_flight: HashMap<u64, Instant> = HashMap::new();
-    let mut confirmed: Vec<u64> = Vec::new();
     // Server metrics change only with the state, leader, vote or
     // membership; the full metrics are sent on every pass of openraft
     // 0.10's core loop (ticks every heartbeat_interval * 13/64), which
     // woke this task about ten times a second per group for nothing.
     let mut metrics = raft.server_metrics();
+    while shared.lock().index.dead_letters().outbox_len() == 0 {
+        tokio::select! {
+            _ = shared.dead_letter_wake.notified() => {}
+            changed = metrics.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    // Boxed: the idle task above stays small.
+    Box::pin(sender(raft, shared, hold, address, metrics)).await;
+}
+
+/// The sender once the outbox had an entry.
+async fn sender(
+    raft: QueueRaftHandle,
+    shared: Arc<Shared>,
+    hold: Arc<ProposalHold>,
+    address: QueueAddress,
+    mut metrics: WatchReceiverOf<QueueRaft, RaftServerMetrics<QueueRaft>>,
+) {
+    let (sink, mut events) = Sink::channel();
+    let mut in_flight: HashMap<u64, Instant> = HashMap::new();
+    let mut confirmed: Vec<u64> = Vec::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

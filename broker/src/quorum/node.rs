@@ -168,6 +168,10 @@ impl QuorumNode {
             allow_log_reversion: Some(true),
             // A restarted leader campaigns like any other node (not restored).
             enable_leader_restore: Some(false),
+            // Log-stage timings are kept only with openraft's runtime-stats
+            // feature (off); its default capacity of 1,024 reserved ~145 KiB
+            // per group that nothing writes.
+            log_stage_capacity: Some(1),
             ..openraft::Config::default()
         }
         .validate()

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::hold::ProposalHold;
 use super::leadership_watch::leads_without_quorum;
 use super::publish_gate::PublishGate;
+use super::queue::QuorumQueue;
 use super::quiet::Quiet;
 use super::types::{Command, QueueRaft, QueueRaftHandle, ENQUEUE_BATCH_MAX};
 use crate::latency::LatencyHistogram;
@@ -37,10 +38,31 @@ const ENTRIES_IN_FLIGHT_MAX: usize = 2;
 /// Largest sum of message bytes in one enqueue entry.
 const ENQUEUE_BATCH_MAX_BYTES: usize = 4 * 1024 * 1024;
 
+impl QuorumQueue {
+    /// The way to the proposer, started by the first publish to this
+    /// replica: followers and unused queues hold neither its channel nor
+    /// its task. The task ends when the queue is dropped.
+    pub(super) fn proposals(&self) -> &mpsc::UnboundedSender<Proposal> {
+        self.proposal_tx.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(propose_in_order(
+                self.raft.clone(),
+                rx,
+                self.gate.clone(),
+                self.publish_timeout,
+                self.hold.clone(),
+                self.shared.commit_latency.clone(),
+                self.shared.quiet.clone(),
+            ));
+            tx
+        })
+    }
+}
+
 /// Propose publishes in the order the queue took them, batched into as few
 /// log entries as the flush pace allows, so the log (and so the queue)
 /// keeps publish order and many publishes share each fsync.
-pub(super) async fn propose_in_order(
+async fn propose_in_order(
     raft: QueueRaftHandle,
     mut proposals: mpsc::UnboundedReceiver<Proposal>,
     gate: Arc<PublishGate>,

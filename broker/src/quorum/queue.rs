@@ -6,7 +6,7 @@
 
 use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -15,9 +15,9 @@ use super::dead_letter_outbox::send_dead_letters;
 use super::hold::ProposalHold;
 use super::leader_contact::LeaderContact;
 use super::leadership_watch::{leadership, leads_without_quorum, set_leading, watch_leadership};
-use super::proposer::{propose_in_order, Proposal};
+use super::proposer::Proposal;
 use super::publish_gate::PublishGate;
-use super::settle_batcher::{replicate_settlements, SettleMsg};
+use super::settle_batcher::SettleMsg;
 use super::state_machine::Shared;
 use super::types::{QueueRaftHandle, SettleKind};
 use crate::net::NodeId;
@@ -37,9 +37,12 @@ pub struct QuorumQueue {
     pub(crate) raft: QueueRaftHandle,
     pub(super) shared: Arc<Shared>,
     pub(super) gate: Arc<PublishGate>,
-    pub(super) settles: mpsc::UnboundedSender<SettleMsg>,
-    /// Publishes in order to the proposer task; bounded by `gate`.
-    proposals: mpsc::UnboundedSender<Proposal>,
+    /// Settlements to the batcher task, both made by the first settlement
+    /// (`settle_batcher.rs`, [`QuorumQueue::settles`]).
+    pub(super) settle_tx: OnceLock<mpsc::UnboundedSender<SettleMsg>>,
+    /// Publishes in order to the proposer task, bounded by `gate`; both
+    /// made by the first publish (`proposer.rs`, [`QuorumQueue::proposals`]).
+    pub(super) proposal_tx: OnceLock<mpsc::UnboundedSender<Proposal>>,
     /// While held, neither publishes nor settlements are proposed (they
     /// wait): a leadership hand-off needs the log to stop growing so the
     /// target can match it and win the vote (see `handoff.rs`).
@@ -65,8 +68,10 @@ impl Drop for QuorumQueue {
 
 impl QuorumQueue {
     /// Serve the group behind `raft`; spawns the leadership (and snapshot
-    /// request) watcher and the settlement batcher (both end when the Raft
-    /// group shuts down or the queue is dropped).
+    /// request) watcher and the dead-letter sender (both end when the Raft
+    /// group shuts down). The proposer and the settlement batcher start
+    /// with the first publish and settlement (most replicas of an idle
+    /// group never need them) and end when the queue is dropped.
     pub(crate) fn start(
         address: QueueAddress,
         node_id: NodeId,
@@ -76,30 +81,18 @@ impl QuorumQueue {
         publish_timeout: Duration,
         alarm: Arc<ResourceAlarm>,
     ) -> Arc<QuorumQueue> {
-        let (settles, settle_rx) = mpsc::unbounded_channel();
-        let (proposals, proposal_rx) = mpsc::unbounded_channel();
         let hold = Arc::new(ProposalHold::default());
         let gate = Arc::new(PublishGate {
             in_flight: AtomicUsize::new(0),
             max_in_flight,
             waiters: Mutex::new(Vec::new()),
         });
-        tokio::spawn(propose_in_order(
-            raft.clone(),
-            proposal_rx,
-            gate.clone(),
-            publish_timeout,
-            hold.clone(),
-            shared.commit_latency.clone(),
-            shared.quiet.clone(),
-        ));
         tokio::spawn(watch_leadership(
             raft.clone(),
             shared.clone(),
             node_id,
             address.to_string(),
         ));
-        tokio::spawn(replicate_settlements(raft.clone(), settle_rx, hold.clone()));
         tokio::spawn(send_dead_letters(
             raft.clone(),
             shared.clone(),
@@ -112,8 +105,8 @@ impl QuorumQueue {
             raft,
             shared,
             gate,
-            settles,
-            proposals,
+            settle_tx: OnceLock::new(),
+            proposal_tx: OnceLock::new(),
             hold,
             alarm,
             contact: LeaderContact::default(),
@@ -454,7 +447,7 @@ impl Queue for QuorumQueue {
             confirm,
             expires_at,
         };
-        if let Err(mpsc::error::SendError(proposal)) = self.proposals.send(proposal) {
+        if let Err(mpsc::error::SendError(proposal)) = self.proposals().send(proposal) {
             // The proposer ended (the group is shutting down).
             self.gate.done();
             if let Some(confirm) = proposal.confirm {
@@ -537,10 +530,10 @@ impl Queue for QuorumQueue {
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome) {
         match self.settle_here(consumer, message, outcome) {
             Some((_, Some(reason))) if self.dead_letters_on() => {
-                let _ = self.settles.send(SettleMsg::DeadLetter(message, reason));
+                let _ = self.settles().send(SettleMsg::DeadLetter(message, reason));
             }
             Some((kind, _)) => {
-                let _ = self.settles.send(SettleMsg::Settle(message, kind));
+                let _ = self.settles().send(SettleMsg::Settle(message, kind));
             }
             None => {}
         }

@@ -28,7 +28,7 @@ fn random_salt() -> u64 {
 const SETTLE_BATCH_MAX: usize = 4096;
 
 /// Propose settlements in batches: one log entry per batch and kind.
-pub(super) async fn replicate_settlements(
+async fn replicate_settlements(
     raft: QueueRaftHandle,
     mut rx: mpsc::UnboundedReceiver<SettleMsg>,
     hold: Arc<ProposalHold>,
@@ -108,11 +108,31 @@ pub(super) enum SettleMsg {
 }
 
 impl QuorumQueue {
+    /// The way to the settlement batcher, started by the first settlement
+    /// of this replica: a channel's first block and a task per replica of
+    /// every group are not spent before anything was settled (followers
+    /// never settle). The task ends when the queue is dropped.
+    pub(super) fn settles(&self) -> &mpsc::UnboundedSender<SettleMsg> {
+        self.settle_tx.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(replicate_settlements(
+                self.raft.clone(),
+                rx,
+                self.hold.clone(),
+            ));
+            tx
+        })
+    }
+
     /// Wait (bounded) until the settlements taken so far are replicated, so
     /// a graceful stop does not make accepted messages come back.
     pub(crate) async fn flush_settlements(&self, limit: Duration) {
+        // No batcher yet: nothing was ever settled here.
+        let Some(settles) = self.settle_tx.get() else {
+            return;
+        };
         let (done, wait) = tokio::sync::oneshot::channel();
-        if self.settles.send(SettleMsg::Flush(done)).is_ok() {
+        if settles.send(SettleMsg::Flush(done)).is_ok() {
             let _ = tokio::time::timeout(limit, wait).await;
         }
     }
