@@ -29,7 +29,7 @@ use super::protocol::{Reply, Request, ToServer};
 use super::routed::{At, RConsumer, RoutedQueue, State, Target};
 use crate::codec::definitions::condition;
 use crate::net::NodeId;
-use crate::queue::{ConsumerId, MessageId, Outcome, Queue, QueueEventKind};
+use crate::queue::{ConsumerId, Outcome, Queue, QueueEventKind};
 
 /// How often a remote target in use is probed (is it still the leader,
 /// does it still know our links).
@@ -51,13 +51,6 @@ const LOCAL_RECHECK: Duration = Duration::from_secs(1);
 /// task. Every routed queue ever used stays; at 10,000 queues their
 /// wake-ups twice a second were a tenth of an idle node's CPU.
 const IDLE_RECHECK: Duration = Duration::from_secs(30);
-/// Keep an accepted/rejected settlement for the next leader; the others
-/// need nothing (the message comes back anyway).
-pub(super) fn hold_settle(consumer: &mut RConsumer, message: MessageId, outcome: Outcome) {
-    if matches!(outcome, Outcome::Accepted | Outcome::Rejected) {
-        consumer.held_settles.push((message, outcome));
-    }
-}
 
 /// The consumer attached through remote link `link`.
 pub(super) fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
@@ -135,6 +128,7 @@ impl RoutedQueue {
             || !state.pending.is_empty()
             || !state.backlog.is_empty()
             || state.pub_link.is_some()
+            || !state.orphans.is_empty()
     }
 
     /// Move every link to `target` (see the module documentation). The
@@ -252,7 +246,7 @@ impl RoutedQueue {
                     base: delivery_count,
                     delivery_count,
                 };
-                let held: Vec<_> = consumer.held_settles.drain(..).collect();
+                let held = std::mem::take(&mut consumer.held_settles);
                 let flow = ToServer::Flow {
                     link,
                     credit_limit: consumer.credit_limit.wrapping_sub(delivery_count),
@@ -260,15 +254,11 @@ impl RoutedQueue {
                 };
                 let subscribe = ToServer::subscribe(link, &self.address, &consumer.options);
                 self.send(state, node, &subscribe, Bytes::new());
-                for (message, outcome) in held {
-                    let settle = ToServer::Settle {
-                        link,
-                        message,
-                        outcome,
-                    };
-                    self.send(state, node, &settle, Bytes::new());
+                // Held again if a send fails: the next leader gets them.
+                self.send_settles(state, id, (node, link), held);
+                if state.target == target {
+                    self.send(state, node, &flow, Bytes::new());
                 }
-                self.send(state, node, &flow, Bytes::new());
             }
             Target::Searching(_) => {}
         }
@@ -306,7 +296,13 @@ impl RoutedQueue {
     /// have held here.
     pub(super) fn close_all(&self, condition: &'static str, description: String) {
         let mut state = self.lock();
-        for (_, consumer) in state.consumers.drain() {
+        let consumers: Vec<RConsumer> = state.consumers.drain().map(|(_, c)| c).collect();
+        for consumer in consumers {
+            // What they settled still goes to the leader, once one is known
+            // (a deleted queue has none).
+            if condition != condition::RESOURCE_DELETED {
+                self.orphan_settles(&mut state, consumer.held_settles);
+            }
             consumer.sink.send(
                 consumer.tag,
                 QueueEventKind::Closed {
@@ -515,6 +511,7 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 tokio::time::sleep(pause).await;
             }
             Target::Local => {
+                q.flush_orphans().await;
                 let Some(local) = q.local().cloned() else {
                     q.lose_target(&mut q.lock());
                     continue;
@@ -545,6 +542,7 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 }
             }
             Target::Remote(node) => {
+                q.flush_orphans().await;
                 let metrics = q.local_or_open().map(|l| l.metrics());
                 let leader_moved = async {
                     match metrics {

@@ -5,6 +5,7 @@
 //! - `routed.rs`: [`RoutedQueue`], the queue on the client's node; local
 //!   fast path when this node leads, else proxies over the transport;
 //! - `follow.rs`: finding the leader and moving links when it changes;
+//! - `held_settles.rs`: settlements held for the leader until one is known;
 //! - `server.rs`: the serving side, running forwarded links against the
 //!   local queue and shipping their events back;
 //! - `protocol.rs`: the postcard messages in the envelopes;
@@ -17,6 +18,7 @@
 mod cut_off;
 mod follow;
 pub(crate) mod fuzz_checks;
+mod held_settles;
 mod links;
 mod protocol;
 mod routed;
@@ -250,6 +252,7 @@ impl Forwarder {
                 }
             }
             Request::Probe { address, links } => self.server.probe(from, &address, links),
+            Request::Settle { address, settles } => self.take_settles(&address, settles),
             Request::Alive { links } => Reply::Dead {
                 links: self
                     .links

@@ -57,6 +57,15 @@ pub(crate) enum Request {
         /// The leader handing off (a leader other than it means done).
         from: NodeId,
     },
+    /// Settle these messages by id on the queue's leader (settlements held
+    /// while no leader was known, see `held_settles.rs`). Added last: a
+    /// node of an older version fails to read it and answers `Failed`.
+    Settle {
+        /// The quorum queue's address.
+        address: String,
+        /// (message id, outcome), in the order they were made.
+        settles: Vec<(u64, Outcome)>,
+    },
 }
 
 /// Answers to [`Request`]s.
@@ -95,6 +104,13 @@ pub(crate) enum Reply {
     },
     /// The request could not be served.
     Failed(String),
+    /// Answer to `Settle`.
+    Settled {
+        /// Whether the asked node led the queue and settled them.
+        taken: bool,
+        /// Who leads, if the asked node knows.
+        leader: Option<NodeId>,
+    },
 }
 
 /// Link traffic from the origin to the serving node (kind

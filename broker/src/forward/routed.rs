@@ -24,7 +24,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::follow::{find_link, hold_settle};
+use super::follow::find_link;
+use super::held_settles::{hold_settle, Orphans, Settles};
 use super::protocol::{ToOrigin, ToServer};
 use super::Forwarder;
 use crate::codec::MessageView;
@@ -73,10 +74,8 @@ pub(super) struct RConsumer {
     pub(super) at: At,
     /// Given to whichever node serves the consumer, at every re-attach.
     pub(super) options: ConsumerOptions,
-    /// Accepted/rejected settlements made while no leader was known, sent
-    /// (by message id) once one is: fewer duplicates. Bounded by the
-    /// link's credit (one per delivered message).
-    pub(super) held_settles: Vec<(MessageId, Outcome)>,
+    /// Accepted/rejected settlements not sent yet (`held_settles.rs`).
+    pub(super) held_settles: Settles,
 }
 
 /// A publish whose message has not reached a serving node yet.
@@ -104,6 +103,8 @@ pub(super) struct State {
     /// The search gave up early: this node is cut off from whoever serves
     /// the queue (see `cut_off.rs`). Cleared when a target is found.
     pub(super) cut_off: bool,
+    /// Held settlements of consumers that left (`held_settles.rs`).
+    pub(super) orphans: Orphans,
 }
 
 impl State {
@@ -161,6 +162,7 @@ impl RoutedQueue {
                     backlog: VecDeque::new(),
                     waiters: Vec::new(),
                     cut_off: false,
+                    orphans: Orphans::default(),
                 },
             ),
             kick: Arc::new(Notify::new()),
@@ -495,7 +497,7 @@ impl Queue for RoutedQueue {
                 drain: false,
                 at: At::Nowhere { delivery_count: 0 },
                 options,
-                held_settles: Vec::new(),
+                held_settles: Settles::new(),
             },
         );
         self.attach(&mut state, id);
@@ -546,12 +548,8 @@ impl Queue for RoutedQueue {
                 }
             },
             At::Remote { node, link, .. } => {
-                let settle = ToServer::Settle {
-                    link,
-                    message,
-                    outcome,
-                };
-                self.send(&mut state, node, &settle, Bytes::new());
+                let settle = Settles::from([(message, outcome)]);
+                self.send_settles(&mut state, consumer, (node, link), settle);
             }
             At::Nowhere { .. } => hold_settle(c, message, outcome),
         }
@@ -571,6 +569,8 @@ impl Queue for RoutedQueue {
             At::Remote { node, link, .. } => self.fwd.close_link(node, link),
             At::Nowhere { .. } => {}
         }
+        // Not dropped: they go to the leader once one is known.
+        self.orphan_settles(&mut state, c.held_settles);
     }
 
     fn has_room_for(&self, messages: usize, bytes: u64) -> bool {

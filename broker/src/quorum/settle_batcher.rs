@@ -13,7 +13,7 @@ use super::hold::ProposalHold;
 use super::queue::QuorumQueue;
 use super::types::{Command, QueueRaftHandle, SettleKind};
 use crate::queue::dead_letter::DeathReason;
-use crate::queue::MessageId;
+use crate::queue::{ConsumerId, MessageId, Outcome};
 
 /// A random salt for a `DeadLetter` entry (std seeds `RandomState` from
 /// the OS's randomness).
@@ -122,6 +122,21 @@ impl QuorumQueue {
             ));
             tx
         })
+    }
+
+    /// Settle `message` by id on the leader, for a settlement made through
+    /// another leader or while none was known (its consumer may be gone):
+    /// an accepted or rejected message leaves the queue, replicated like
+    /// any settlement; others need nothing. `false` if this replica does
+    /// not lead (nothing done).
+    pub(crate) fn settle_by_id(&self, message: MessageId, outcome: Outcome) -> bool {
+        if !self.is_leading() {
+            return false;
+        }
+        // No consumer has this id: the dispatcher does not know the
+        // delivery, and `settle_here` settles it by id.
+        crate::queue::Queue::settle(self, ConsumerId(u64::MAX), message, outcome);
+        true
     }
 
     /// Wait (bounded) until the settlements taken so far are replicated, so

@@ -1,0 +1,180 @@
+//! Settlements through a follower are not lost on the way to the leader
+//! (3-node in-process cluster, the third-party client fe2o3-amqp): a
+//! consumer on a follower accepts a message while the follower cannot
+//! reach the leader, and the accepted message must leave the queue once
+//! the network heals, not be delivered again:
+//!
+//! - the settlement's forwarding send fails: it is held and sent when the
+//!   leader is reachable again (`forward/held_settles.rs`);
+//! - the consumer detaches before a leader is found again: what it settled
+//!   still reaches the leader.
+//!
+//! Each test checks the queue is empty on every replica once the network
+//! healed (an accepted message is never delivered again); without the fix
+//! the message stays (it is redelivered or waits for a consumer) and the
+//! bounded wait fails.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use fe2o3_amqp::link::receiver::CreditMode;
+use fe2o3_amqp::{Receiver, Sender};
+use ramqpd_broker::{BrokerConfig, Cluster};
+
+fn config() -> BrokerConfig {
+    let mut base = BrokerConfig::default();
+    fast_raft(&mut base);
+    // The partitions below last a moment: longer time-outs keep the
+    // follower from giving its links up (cut off) meanwhile.
+    base.quorum.election_timeout_min_ms = 1500;
+    base.quorum.election_timeout_max_ms = 3000;
+    base.quorum.leader_wait_ms = 10_000;
+    base
+}
+
+/// The leader of `queue` and its two followers.
+async fn roles(cluster: &Cluster, queue: &str) -> (u64, u64, u64) {
+    let mut leader = None;
+    eventually(Duration::from_secs(10), "a leader", || {
+        leader = cluster.leader_of(queue);
+        leader.is_some()
+    })
+    .await;
+    let leader = leader.unwrap_or_default();
+    let others: Vec<u64> = cluster
+        .running()
+        .into_iter()
+        .filter(|n| *n != leader)
+        .collect();
+    (leader, others[0], others[1])
+}
+
+/// A transient queue's address that node `node` of a 3-node cluster owns:
+/// attaching to it is answered by that node alone, whatever the network.
+fn owned_by(node: u64) -> String {
+    (0..)
+        .map(|i| format!("owned-{i}"))
+        .find(|name| ramqpd_broker::raft::group_id(name) % 3 + 1 == node)
+        .map(|name| format!("/queues/{name}"))
+        .unwrap_or_default()
+}
+
+/// Wait until the broker has read everything this session sent so far:
+/// attach a link to a queue `node` itself owns (frames of a connection are
+/// taken in order) and wait for the broker's answer.
+async fn round_trip(session: &mut Sess, node: u64, name: &str) {
+    let sender = step(
+        "probe attach",
+        Sender::attach(session, name, owned_by(node)),
+    )
+    .await
+    .expect("probe attaches");
+    let _ = step("probe detach", sender.close()).await;
+}
+
+/// Every replica of `/quorum/<queue>` holds no message (none ready, none
+/// out with a consumer).
+fn empty_everywhere(cluster: &Cluster, queue: &str) -> bool {
+    let address = format!("/quorum/{queue}");
+    cluster.running().into_iter().all(|n| {
+        cluster.node(n).is_some_and(|b| {
+            b.queues()
+                .iter()
+                .filter(|s| s.address == address)
+                .all(|s| s.ready == 0 && s.unsettled == 0)
+        })
+    })
+}
+
+/// A cluster with one message in `/quorum/<queue>`, and a receiver on a
+/// follower holding it unsettled; returns (leader, follower, connection,
+/// session, receiver, delivery).
+async fn one_delivery_through_a_follower(
+    queue: &str,
+) -> (
+    Cluster,
+    (u64, u64),
+    Conn,
+    Sess,
+    Receiver,
+    fe2o3_amqp::link::delivery::Delivery<String>,
+) {
+    let cluster = Cluster::start(3, config()).await.unwrap();
+    publish(cluster.addr(1).unwrap(), queue, &[]).await;
+    let (leader, follower, _) = roles(&cluster, queue).await;
+    let accepted = publish(cluster.addr(leader).unwrap(), queue, &texts(0..1)).await;
+    assert_eq!(accepted, texts(0..1));
+    let mut connection = open_at(cluster.addr(follower).unwrap(), "rx").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut rx = step(
+        "receiver attach",
+        Receiver::builder()
+            .name("rx")
+            .source(format!("/quorum/{queue}"))
+            .credit_mode(CreditMode::Manual)
+            .attach(&mut session),
+    )
+    .await
+    .unwrap();
+    step("credit", rx.set_credit(10)).await.unwrap();
+    let (delivery, text) = recv_text(&mut rx).await;
+    assert_eq!(text, "m-0");
+    (
+        cluster,
+        (leader, follower),
+        connection,
+        session,
+        rx,
+        delivery,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_whose_send_failed_reaches_the_leader_after_the_heal() {
+    trace_from_env();
+    let (cluster, (leader, follower), mut connection, mut session, rx, delivery) =
+        one_delivery_through_a_follower("sendfail").await;
+    cluster.set_partitioned(follower, leader, true);
+    // Forwarded at once: the send fails (the follower's link to the leader
+    // is down).
+    step("accept", rx.accept(&delivery)).await.unwrap();
+    round_trip(&mut session, follower, "probe-1").await;
+    cluster.set_partitioned(follower, leader, false);
+    eventually(
+        Duration::from_secs(10),
+        "the accepted message leaves every replica",
+        || empty_everywhere(&cluster, "sendfail"),
+    )
+    .await;
+    // The receiver stays attached and gets nothing more (the queue is
+    // empty everywhere, so nothing can come).
+    let _ = step("receiver close", rx.close()).await;
+    let _ = step("connection close", connection.close()).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_held_without_a_leader_survives_the_detach() {
+    trace_from_env();
+    let (cluster, (leader, follower), mut connection, mut session, mut rx, delivery) =
+        one_delivery_through_a_follower("detached").await;
+    cluster.set_partitioned(follower, leader, true);
+    // A flow the follower cannot forward: it loses the leader and looks
+    // for one; the consumer waits, attached to no node.
+    step("credit", rx.set_credit(11)).await.unwrap();
+    round_trip(&mut session, follower, "probe-1").await;
+    // Held while no leader is known, then the consumer leaves.
+    step("accept", rx.accept(&delivery)).await.unwrap();
+    step("receiver close", rx.close()).await.unwrap();
+    cluster.set_partitioned(follower, leader, false);
+    eventually(
+        Duration::from_secs(10),
+        "the accepted message leaves every replica",
+        || empty_everywhere(&cluster, "detached"),
+    )
+    .await;
+    let _ = step("connection close", connection.close()).await;
+    cluster.shutdown().await;
+}
