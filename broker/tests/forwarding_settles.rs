@@ -7,7 +7,10 @@
 //! - the settlement's forwarding send fails: it is held and sent when the
 //!   leader is reachable again (`forward/held_settles.rs`);
 //! - the consumer detaches before a leader is found again: what it settled
-//!   still reaches the leader.
+//!   still reaches the leader;
+//! - the leader took the settlement but lost its leadership before the
+//!   settlement was replicated: it is handed to the new leader
+//!   (`quorum/settle_batcher.rs`).
 //!
 //! Each test checks the queue is empty on every replica once the network
 //! healed (an accepted message is never delivered again); without the fix
@@ -176,5 +179,63 @@ async fn a_settlement_held_without_a_leader_survives_the_detach() {
     )
     .await;
     let _ = step("connection close", connection.close()).await;
+    cluster.shutdown().await;
+}
+
+/// The leader of `/quorum/<queue>` as node `node`'s replica knows it.
+fn leader_seen_by(cluster: &Cluster, node: u64, queue: &str) -> Option<u64> {
+    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}")).ok()?;
+    cluster.node(node)?.quorum().get(&address)?.leader()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_the_old_leader_could_not_replicate_reaches_the_new_one() {
+    trace_from_env();
+    let queue = "oldleader";
+    let cluster = Cluster::start(3, config()).await.unwrap();
+    publish(cluster.addr(1).unwrap(), queue, &[]).await;
+    let (leader, f1, f2) = roles(&cluster, queue).await;
+    let accepted = publish(cluster.addr(leader).unwrap(), queue, &texts(0..1)).await;
+    assert_eq!(accepted, texts(0..1));
+    // The consumer is on the leader itself: its settlement goes straight
+    // to the leader's settlement batcher.
+    let mut connection = open_at(cluster.addr(leader).unwrap(), "rx").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut rx = step(
+        "receiver attach",
+        Receiver::builder()
+            .name("rx")
+            .source(format!("/quorum/{queue}"))
+            .credit_mode(CreditMode::Manual)
+            .attach(&mut session),
+    )
+    .await
+    .unwrap();
+    step("credit", rx.set_credit(10)).await.unwrap();
+    let (delivery, text) = recv_text(&mut rx).await;
+    assert_eq!(text, "m-0");
+    // Cut off, the leader still takes the settlement (it leads until
+    // check-quorum stops it), but cannot replicate it.
+    for other in [f1, f2] {
+        cluster.set_partitioned(leader, other, true);
+    }
+    step("accept", rx.accept(&delivery)).await.unwrap();
+    round_trip(&mut session, leader, "probe-1").await;
+    eventually(
+        Duration::from_secs(30),
+        "the other two elect a new leader",
+        || leader_seen_by(&cluster, f1, queue).is_some_and(|l| l != leader),
+    )
+    .await;
+    for other in [f1, f2] {
+        cluster.set_partitioned(leader, other, false);
+    }
+    eventually(
+        Duration::from_secs(20),
+        "the accepted message leaves every replica",
+        || empty_everywhere(&cluster, queue),
+    )
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), connection.close()).await;
     cluster.shutdown().await;
 }

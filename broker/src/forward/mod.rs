@@ -311,6 +311,24 @@ impl PeerRequests for PeerAsker {
         let (transport, from) = (self.transport.clone(), self.node_id);
         Box::pin(async move { ask_to_elect(transport.as_ref(), from, to, &address, limit).await })
     }
+
+    fn ask_to_settle(
+        &self,
+        to: NodeId,
+        address: String,
+        settles: Vec<(u64, crate::queue::Outcome)>,
+        limit: Duration,
+    ) -> BoxFuture<'static, Result<(bool, Option<NodeId>), String>> {
+        let (transport, from) = (self.transport.clone(), self.node_id);
+        Box::pin(async move {
+            let request = Request::Settle { address, settles };
+            match ask(transport.as_ref(), from, to, &request, limit).await? {
+                Reply::Settled { taken, leader } => Ok((taken, leader)),
+                Reply::Failed(e) => Err(e),
+                other => Err(format!("unexpected answer {other:?}")),
+            }
+        })
+    }
 }
 
 /// Ask node `to` (a replica, normally the preferred leader) to create

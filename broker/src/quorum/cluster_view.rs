@@ -5,8 +5,9 @@
 //!
 //! - [`ReplicaSets`]: which nodes hold which queue (the metadata group's
 //!   record), and a signal when that record changes;
-//! - [`PeerRequests`]: the two requests a replica sends another node (create
-//!   the group as its preferred leader; campaign in a hand-off).
+//! - [`PeerRequests`]: the requests a replica sends another node (create
+//!   the group as its preferred leader; campaign in a hand-off; settle by
+//!   id what a leader could not replicate before it lost the leadership).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -68,4 +69,15 @@ pub trait PeerRequests: Send + Sync + 'static {
         address: String,
         limit: Duration,
     ) -> BoxFuture<'static, Result<NodeId, String>>;
+    /// Ask `to`, which this node believes leads `address`, to settle these
+    /// messages by id (settlements this node took as leader but could not
+    /// replicate before it lost the leadership), within `limit`: whether
+    /// it led and took them, and who leads as far as it knows.
+    fn ask_to_settle(
+        &self,
+        to: NodeId,
+        address: String,
+        settles: Vec<(u64, crate::queue::Outcome)>,
+        limit: Duration,
+    ) -> BoxFuture<'static, Result<(bool, Option<NodeId>), String>>;
 }

@@ -91,7 +91,7 @@ pub struct QuorumNode {
     /// The cluster's record of replica sets, once the node is wired.
     pub(super) replica_sets: std::sync::OnceLock<Arc<dyn ReplicaSets>>,
     /// Requests to other nodes, once the node is wired.
-    pub(super) peers: std::sync::OnceLock<Arc<dyn PeerRequests>>,
+    pub(super) peers: Arc<OnceLock<Arc<dyn PeerRequests>>>,
     /// What this node knows of its peers' liveness (`peer_liveness.rs`),
     /// and the replicas its driver visits (`visits.rs`).
     pub(super) liveness: Arc<PeerLiveness>,
@@ -188,7 +188,7 @@ impl QuorumNode {
             raft_config: Arc::new(raft_config),
             groups: Mutex::new(HashMap::new()),
             replica_sets: std::sync::OnceLock::new(),
-            peers: std::sync::OnceLock::new(),
+            peers: Arc::default(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             retiring: Mutex::new(HashMap::new()),
             seen_declared: Mutex::new(std::collections::HashSet::new()),
@@ -400,6 +400,7 @@ impl QuorumNode {
             self.commit_latency.clone(),
         );
         shared.dead_letter_router = self.dead_letter_router.clone();
+        shared.peers = self.peers.clone();
         let quiet = Quiet::new(self.liveness.clone(), self.visits.clone(), group);
         shared.quiet = Arc::new(quiet);
         let shared = Arc::new(shared);

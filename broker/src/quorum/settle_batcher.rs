@@ -3,14 +3,26 @@
 //! entry per batch and kind), so a new leader neither redelivers what was
 //! accepted nor forgets a failed attempt. Dead-letterings go the same way,
 //! as `Command::DeadLetter` entries.
+//!
+//! A batch whose proposal fails (this node lost the leadership on the way)
+//! is not dropped: the messages it settled are still in the queue on the
+//! other replicas, and the new leader would deliver them again. It is
+//! proposed again if this node leads again, else its accepted and rejected
+//! settlements are handed to the new leader by message id
+//! (`PeerRequests::ask_to_settle`); retried for `RETRY_FOR`. Failed
+//! delivery attempts (`SettleKind::Failed`), dead-letterings for other
+//! reasons than a rejection and discards are not handed over: the new
+//! leader decides about those messages again.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use openraft::async_runtime::watch::WatchReceiver;
 use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
 use super::queue::QuorumQueue;
+use super::state_machine::Shared;
 use super::types::{Command, QueueRaftHandle, SettleKind};
 use crate::queue::dead_letter::DeathReason;
 use crate::queue::{ConsumerId, MessageId, Outcome};
@@ -26,12 +38,18 @@ fn random_salt() -> u64 {
 
 /// Most settlements proposed in one log entry.
 const SETTLE_BATCH_MAX: usize = 4096;
+/// How long a batch whose proposal failed is retried.
+const RETRY_FOR: Duration = Duration::from_secs(30);
+/// Pause between retries, and bound on one request to another node.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+const ASK_LIMIT: Duration = Duration::from_secs(1);
 
 /// Propose settlements in batches: one log entry per batch and kind.
 async fn replicate_settlements(
     raft: QueueRaftHandle,
     mut rx: mpsc::UnboundedReceiver<SettleMsg>,
     hold: Arc<ProposalHold>,
+    shared: Arc<Shared>,
 ) {
     while let Some(first) = rx.recv().await {
         let mut remove = Vec::new();
@@ -73,24 +91,98 @@ async fn replicate_settlements(
             });
         }
         for command in commands {
-            let Some(pass) = hold.pass().await else {
+            if !replicate(&raft, &hold, &shared, command).await {
                 return;
-            };
-            let submitted = super::submit::write_ff(&raft, command).await;
-            drop(pass);
-            // A failed proposal (leadership lost) is harmless: the new
-            // leader still holds the messages and delivers them again.
-            let committed = match submitted {
-                Ok(committed) => committed.await.map_err(|e| e.to_string()),
-                Err(error) => Err(error.to_string()),
-            };
-            if let Err(error) = committed.and_then(|r| r.map(|_| ()).map_err(|e| e.to_string())) {
-                tracing::debug!(%error, "settlement not replicated");
             }
         }
         for done in flushed {
             let _ = done.send(());
         }
+    }
+}
+
+/// Propose `command` until it is committed here or handed to the leader
+/// (see the module documentation); `false` once proposals are closed (the
+/// queue is gone: nothing more is retried, nor the group held).
+async fn replicate(
+    raft: &QueueRaftHandle,
+    hold: &ProposalHold,
+    shared: &Shared,
+    command: Command,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + RETRY_FOR;
+    let handed = hand_over(&command);
+    let mut propose = true;
+    loop {
+        let Some(pass) = hold.pass().await else {
+            return false;
+        };
+        if propose {
+            let submitted = super::submit::write_ff(raft, command.clone()).await;
+            drop(pass);
+            let committed = match submitted {
+                Ok(committed) => committed.await.map_err(|e| e.to_string()),
+                Err(error) => Err(error.to_string()),
+            };
+            match committed.and_then(|r| r.map(|_| ()).map_err(|e| e.to_string())) {
+                Ok(()) => return true,
+                Err(error) => {
+                    tracing::debug!(queue = %shared.queue, %error, "settlements not replicated")
+                }
+            }
+        } else {
+            drop(pass);
+        }
+        let failed_attempts = matches!(
+            command,
+            Command::Settle {
+                kind: SettleKind::Failed,
+                ..
+            }
+        );
+        if failed_attempts || tokio::time::Instant::now() >= deadline {
+            tracing::debug!(queue = %shared.queue, "settlements dropped; the leader delivers them again");
+            return true;
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+        let (me, leader) = {
+            let metrics = raft.metrics();
+            let m = metrics.borrow_watched();
+            (m.id, m.current_leader)
+        };
+        // Leading again: propose it again. Else hand what can be handed
+        // over to the leader, once one is known; with nothing to hand
+        // over, waiting would only hold up the settlements behind it.
+        propose = leader == Some(me);
+        if !propose && handed.is_empty() {
+            tracing::debug!(queue = %shared.queue, "not leading; the leader decides again");
+            return true;
+        }
+        let peers = shared.peers.get();
+        if let (Some(leader), false, Some(peers)) = (leader, propose, peers) {
+            let address = shared.queue.clone();
+            let asked = peers.ask_to_settle(leader, address, handed.clone(), ASK_LIMIT);
+            if let Ok((true, _)) = asked.await {
+                tracing::debug!(queue = %shared.queue, leader, "settlements handed to the new leader");
+                return true;
+            }
+        }
+    }
+}
+
+/// The settlements of `command` a new leader can take by message id.
+fn hand_over(command: &Command) -> Vec<(MessageId, Outcome)> {
+    match command {
+        Command::Settle {
+            ids,
+            kind: SettleKind::Remove,
+        } => ids.iter().map(|&id| (id, Outcome::Accepted)).collect(),
+        Command::DeadLetter { ids, .. } => ids
+            .iter()
+            .filter(|(_, reason)| *reason == DeathReason::Rejected)
+            .map(|&(id, _)| (id, Outcome::Rejected))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -119,6 +211,7 @@ impl QuorumQueue {
                 self.raft.clone(),
                 rx,
                 self.hold.clone(),
+                self.shared.clone(),
             ));
             tx
         })

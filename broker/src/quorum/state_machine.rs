@@ -151,6 +151,8 @@ pub(crate) struct Shared {
     pub(crate) snapshot_in: SnapshotReceiver<Staging>,
     /// Whether the group is quiet here (`quiet.rs`).
     pub(crate) quiet: Arc<super::quiet::Quiet>,
+    /// Requests to other nodes; the node's, set once `node/` made them.
+    pub(crate) peers: Arc<OnceLock<Arc<dyn super::PeerRequests>>>,
 }
 
 impl Shared {
@@ -174,6 +176,7 @@ impl Shared {
             dead_letter_router: Arc::default(),
             snapshot_in: SnapshotReceiver::default(),
             quiet: Arc::default(),
+            peers: Arc::default(),
         }
     }
 
