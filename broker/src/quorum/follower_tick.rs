@@ -110,6 +110,16 @@ fn needs(
     let leader = match (m.state, m.current_leader) {
         (ServerState::Leader, Some(leader)) if leader == me => return Needs::Heartbeats,
         (ServerState::Follower, Some(leader)) if leader != me => leader,
+        // A vote granted but not yet committed here names the node that
+        // asked for it: a replica stopped right after it handed its
+        // leadership away wakes with the new leader's vote and no leader.
+        // It waits for that leader as for one it knew (below), instead of
+        // campaigning against it at its first election time-out.
+        (ServerState::Follower, None)
+            if !m.vote.is_committed() && m.vote.leader_id().node_id != me =>
+        {
+            m.vote.leader_id().node_id
+        }
         _ => return Needs::Tick,
     };
     let voters = || m.membership_config.membership().voter_ids();

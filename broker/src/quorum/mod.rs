@@ -55,6 +55,7 @@ mod submit;
 mod transaction;
 mod types;
 mod visits;
+mod vote_guard;
 
 pub use cluster_view::{BoxFuture, PeerRequests, ReplicaSet, ReplicaSets};
 pub use handoff::HandOff;

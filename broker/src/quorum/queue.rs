@@ -33,7 +33,7 @@ use crate::raft::RaftStatus;
 /// A replicated queue: one openraft group.
 pub struct QuorumQueue {
     address: QueueAddress,
-    node_id: NodeId,
+    pub(super) node_id: NodeId,
     pub(crate) raft: QueueRaftHandle,
     pub(super) shared: Arc<Shared>,
     pub(super) gate: Arc<PublishGate>,

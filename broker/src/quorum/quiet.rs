@@ -296,9 +296,21 @@ fn voter_settled(
         .as_ref()
         .and_then(|h| h.get(&v).cloned().flatten())
         .map(|t| openraft::Instant::elapsed(&*t));
-    matched == last
-        && acked_ago.is_some_and(|ago| ago < since.elapsed() && ago < up_since.elapsed())
+    // The voter's own evidence that this leader lives (its contact with
+    // it, `peer_liveness::vouch`) counts only from when the voter learned
+    // this node's incarnation, which is when this node learned the
+    // voter's, give or take a probe's answer in flight: the acknowledged
+    // heartbeat must come [`SEEN_BY_VOTER`] after. One acknowledged just
+    // before left a freshly created group's follower without that
+    // evidence: it took its tick back and campaigned against its quiet
+    // leader.
+    let seen = up_since.elapsed().saturating_sub(SEEN_BY_VOTER);
+    matched == last && acked_ago.is_some_and(|ago| ago < since.elapsed() && ago < seen)
 }
+
+/// How long after this node first heard a peer's incarnation the peer
+/// surely knows this node's (the answer to a liveness probe in flight).
+const SEEN_BY_VOTER: Duration = Duration::from_secs(1);
 
 /// The voter that elects at once when `leader` is lost: one of the
 /// others whose node is alive (this node counts as alive), picked by the

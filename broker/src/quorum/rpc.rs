@@ -128,11 +128,15 @@ impl QuorumNode {
                 }
                 encode(&response)
             }
-            RpcKind::Vote => encode(
-                &raft
-                    .vote(postcard::from_bytes(payload).map_err(decode)?)
-                    .await,
-            ),
+            RpcKind::Vote => {
+                let request = postcard::from_bytes(payload).map_err(decode)?;
+                // Quiet groups have no leader lease: `vote_guard.rs`.
+                if queue.refuses_vote(&request) {
+                    encode(&queue.refusal().await)
+                } else {
+                    encode(&raft.vote(request).await)
+                }
+            }
             RpcKind::InstallSnapshot => {
                 let chunk = postcard::from_bytes(payload).map_err(decode)?;
                 let dir = self.group_dir(envelope.channel);
