@@ -231,6 +231,11 @@ impl Visit<'_> {
         let quiet = &queue.shared.quiet;
         // Off the list before looking: a wake from now on lists it again.
         quiet.unlist();
+        if self.node.start_up_held(group) {
+            // No tick until the hold ends, which wakes it (`reopen.rs`).
+            queue.raft.runtime_config().tick(false);
+            return false;
+        }
         let me = self.node.node_id();
         let needs = needs(
             &queue,

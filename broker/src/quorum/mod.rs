@@ -42,6 +42,7 @@ mod publish_gate;
 mod queue;
 mod quiet;
 mod removal;
+mod reopen;
 mod replica_files;
 mod rpc;
 mod settle_batcher;

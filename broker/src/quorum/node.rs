@@ -96,6 +96,9 @@ pub struct QuorumNode {
     /// and the replicas its driver visits (`visits.rs`).
     pub(super) liveness: Arc<PeerLiveness>,
     pub(super) visits: Arc<super::visits::Visits>,
+    /// Groups opened from disk at start-up whose start-up hold has not
+    /// ended: elections off and no tick (`reopen.rs`).
+    pub(super) held: Mutex<std::collections::HashSet<GroupId>>,
     /// Set by [`QuorumNode::shutdown`]: the metadata follower stops.
     pub(super) stopping: std::sync::atomic::AtomicBool,
     /// Groups the metadata no longer places here, since when (see
@@ -128,7 +131,7 @@ pub(crate) fn log_path(data_dir: &Path) -> std::path::PathBuf {
 }
 
 /// File in a group's directory naming its queue.
-const NAME_FILE: &str = "queue-name";
+pub(super) const NAME_FILE: &str = "queue-name";
 
 impl QuorumNode {
     /// Open the node's quorum state under `data_dir` and re-open every
@@ -189,6 +192,7 @@ impl QuorumNode {
             groups: Mutex::new(HashMap::new()),
             replica_sets: std::sync::OnceLock::new(),
             peers: Arc::default(),
+            held: Mutex::default(),
             stopping: std::sync::atomic::AtomicBool::new(false),
             retiring: Mutex::new(HashMap::new()),
             seen_declared: Mutex::new(std::collections::HashSet::new()),
@@ -206,13 +210,7 @@ impl QuorumNode {
             data_dir.to_path_buf(),
             ResourceLimits::from_config(&node.config),
         );
-        let mut held = Vec::new();
-        for name in node.names_on_disk()? {
-            // No election while the others open (10,000 take ~20 s).
-            let queue = node.ensure_open(&name, None).await?;
-            queue.raft.runtime_config().elect(false);
-            held.push(queue);
-        }
+        let held = super::reopen::open_all(&node).await?;
         node.start_liveness(held);
         Ok(node)
     }
@@ -233,32 +231,6 @@ impl QuorumNode {
         self.node_id
     }
 
-    fn names_on_disk(&self) -> Result<Vec<String>, QuorumError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| QuorumError::Io { path, source }
-        };
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(&self.dir).map_err(io(&self.dir))? {
-            let entry = entry.map_err(io(&self.dir))?;
-            if !entry.file_type().map_err(io(&self.dir))?.is_dir() {
-                continue;
-            }
-            let name_file = entry.path().join(NAME_FILE);
-            match std::fs::read_to_string(&name_file) {
-                Ok(name) => names.push(name),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(QuorumError::Io {
-                        path: name_file,
-                        source,
-                    })
-                }
-            }
-        }
-        Ok(names)
-    }
-
     fn cell(&self, group: GroupId) -> GroupCell {
         self.groups
             .lock()
@@ -266,6 +238,11 @@ impl QuorumNode {
             .entry(group)
             .or_default()
             .clone()
+    }
+
+    /// The directory of every group's replica (`quorum/` of the data).
+    pub(super) fn quorum_dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The directory of a group's replica.
@@ -328,13 +305,24 @@ impl QuorumNode {
         name: &str,
         init: Option<&[NodeId]>,
     ) -> Result<Arc<QuorumQueue>, QuorumError> {
+        self.ensure_open_with(name, init, true).await
+    }
+
+    /// [`Self::ensure_open`]; a group this call opens starts with
+    /// elections on only if `elect` (start-up opens them off, `reopen.rs`).
+    pub(super) async fn ensure_open_with(
+        &self,
+        name: &str,
+        init: Option<&[NodeId]>,
+        elect: bool,
+    ) -> Result<Arc<QuorumQueue>, QuorumError> {
         let group = group_id(name);
         let mut opened = false;
         let queue = self
             .cell(group)
             .get_or_try_init(|| {
                 opened = true;
-                self.open_group(name, group, init)
+                self.open_group(name, group, init, elect)
             })
             .await?
             .clone();
@@ -357,33 +345,17 @@ impl QuorumNode {
         name: &str,
         group: GroupId,
         init: Option<&[NodeId]>,
+        elect: bool,
     ) -> Result<Arc<QuorumQueue>, QuorumError> {
         let address = QueueAddress::parse(&format!("/quorum/{name}"))
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
         debug_assert_eq!(address.kind(), QueueKind::Quorum);
         let dir = self.group_dir(group);
-        let io = |source| QuorumError::Io {
-            path: dir.clone(),
-            source,
+        // A new group is created only where it has a replica.
+        let creates = match init {
+            Some(members) if !members.contains(&self.node_id) => None,
+            _ => Some(name.to_owned()),
         };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let name_file = dir.join(NAME_FILE);
-        match std::fs::read_to_string(&name_file) {
-            Ok(existing) if existing != name => {
-                return Err(QuorumError::Collision(name.into(), existing))
-            }
-            Ok(_) => {}
-            Err(_) => {
-                // A new group here: create it only where it has a replica.
-                if init.is_some_and(|members| !members.contains(&self.node_id)) {
-                    return Err(QuorumError::NotReplica(address.to_string(), self.node_id));
-                }
-                std::fs::write(&name_file, name).map_err(io)?;
-                std::fs::File::open(&dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(io)?;
-            }
-        }
         let limits = BodyLimits {
             node: self.resident_budget.clone(),
             queue_bytes: self.config.queue_resident_budget_bytes,
@@ -409,12 +381,22 @@ impl QuorumNode {
             .dispatcher
             .set_policy(self.policies.resolve(&address));
         let _ = shared.sweep_soon.set(self.sweep_soon.clone());
-        let state_machine = QueueStateMachine::open(&dir, shared.clone())
-            .map_err(|e| QuorumError::Raft(e.to_string()))?;
-        let log_store = PurgeGatedLog::new(
-            self.store.group::<QueueRaft>(group)?,
-            shared.snapshot_cover.subscribe(),
-        );
+        // The files and the log store's rows, off the async workers.
+        let (state_machine, group_log) = {
+            let (dir, shared, store) = (dir.clone(), shared.clone(), self.store.clone());
+            let name = name.to_owned();
+            let opened = tokio::task::spawn_blocking(move || {
+                let Some(state_machine) = open_files(&dir, &name, creates.as_deref(), shared)?
+                else {
+                    return Ok(None);
+                };
+                Ok::<_, QuorumError>(Some((state_machine, store.group::<QueueRaft>(group)?)))
+            })
+            .await
+            .map_err(|e| QuorumError::Raft(format!("opening {address}: {e}")))??;
+            opened.ok_or_else(|| QuorumError::NotReplica(address.to_string(), self.node_id))?
+        };
+        let log_store = PurgeGatedLog::new(group_log, shared.snapshot_cover.subscribe());
         let network = GroupNetwork::new(
             self.transport.clone(),
             self.node_id,
@@ -423,7 +405,7 @@ impl QuorumNode {
             SNAPSHOT_CHUNK_BYTES as usize,
             self.config.append_pipeline_depth,
         );
-        let raft = Raft::new(
+        let raft = Raft::build(
             self.node_id,
             self.raft_config.clone(),
             network,
@@ -432,6 +414,16 @@ impl QuorumNode {
         )
         .await
         .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        if !elect {
+            // Set before the group's tasks run: it never campaigns, and
+            // does not tick (a follower's tick only times its elections)
+            // until the node's driver visits it (`follower_tick.rs`): at
+            // 10,000 groups the ticks of those already open starved the
+            // opening of the rest.
+            raft.runtime_config().elect(false);
+            raft.runtime_config().tick(false);
+        }
+        raft.run();
         if let Some(members) = init {
             initialize(&raft, &address, members).await?;
         }
@@ -496,6 +488,43 @@ impl QuorumNode {
             "raft log store"
         );
     }
+}
+
+/// A group's directory and state machine (blocking: run off the async
+/// workers). The directory names its queue in [`NAME_FILE`]: one naming
+/// another queue is a collision. A directory without it is a group new
+/// here, created (durably) only if `creates` names the queue, else `None`
+/// (not a replica here).
+fn open_files(
+    dir: &Path,
+    name: &str,
+    creates: Option<&str>,
+    shared: Arc<Shared>,
+) -> Result<Option<QueueStateMachine>, QuorumError> {
+    let io = |source| QuorumError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let name_file = dir.join(NAME_FILE);
+    match std::fs::read_to_string(&name_file) {
+        Ok(existing) if existing != name => {
+            return Err(QuorumError::Collision(name.into(), existing))
+        }
+        Ok(_) => {}
+        Err(_) => {
+            let Some(name) = creates else {
+                return Ok(None);
+            };
+            std::fs::create_dir_all(dir).map_err(io)?;
+            std::fs::write(&name_file, name).map_err(io)?;
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+        }
+    }
+    QueueStateMachine::open(dir, shared)
+        .map(Some)
+        .map_err(|e| QuorumError::Raft(e.to_string()))
 }
 
 /// Deadline of each snapshot chunk's RPC, the install included (see `open`).

@@ -281,9 +281,7 @@ impl QuorumNode {
         }
         if peers.is_empty() {
             // Alone: nobody leads anything quietly elsewhere.
-            for queue in &held {
-                queue.raft.runtime_config().elect(true);
-            }
+            self.release_held(&held);
             return;
         }
         if held.is_empty() {
@@ -315,8 +313,8 @@ impl QuorumNode {
                 groups = held.len(),
                 "start-up hold over: groups opened from disk may elect"
             );
-            for queue in held {
-                queue.raft.runtime_config().elect(true);
+            if let Some(node) = node.upgrade() {
+                node.release_held(&held);
             }
         });
     }
