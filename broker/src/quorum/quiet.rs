@@ -34,11 +34,14 @@
 //!   stamp is the last moment each was heard in the incarnation that
 //!   acknowledged it, read from the liveness when asked (a settled replica
 //!   is not visited, `visits.rs`), and a leader serves while its
-//!   quorum's acknowledgement or that stamp is within the window. Woken,
-//!   the stamp stops moving: the window counts from the wake, never from
-//!   the last acknowledgement before the group went quiet (counting from
-//!   that, groups woken together by a burst of publishes stopped serving
-//!   and released publishes whose entries later committed).
+//!   quorum's acknowledgement or that stamp is within the window. Woken
+//!   by a write, the stamp stops moving: the window counts from the wake,
+//!   never from the last acknowledgement before the group went quiet
+//!   (counting from that, groups woken together by a burst of publishes
+//!   stopped serving and released publishes whose entries later
+//!   committed). Woken by a voter's return alone, its log still, a leader
+//!   whose settled voters are a majority stays vouched for by them while
+//!   it heartbeats the returning one.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -221,41 +224,56 @@ impl Quiet {
         let settled = (now.saturating_duration_since(since) >= QUIET_AFTER)
             .then(|| settled_quorum(m, me, last, since, liveness))
             .flatten();
-        let quiet = settled.is_some();
-        if !quiet {
+        let quiet = settled.as_ref().is_some_and(|s| s.quiet);
+        if settled.is_none() {
             self.refresh_vouch(&state);
         }
         state.quiet = quiet;
-        if let Some(voters) = settled {
+        if let Some(settled) = settled {
+            // Settled by a majority: vouched for, quiet or not. Awake
+            // because a voter came back (its new incarnation not yet
+            // acknowledging), the leader is visited, and this keeps its
+            // stamp fresh: the restart of one voter no longer sent
+            // thousands of leaders past the check-quorum window while the
+            // heartbeats to it queued up.
             state.quiet_at = Some(now);
-            state.voters = voters;
+            state.voters = settled.voters;
             self.vouched_ms.store(now_ms(), Ordering::Relaxed);
         }
         quiet
     }
 }
 
-/// The other voters that let this leader go quiet, if they do: each
-/// other voter is settled ([`voter_settled`]) or its node is lost, and
-/// the settled ones with this node are a majority. A lost voter does not
-/// keep the group awake: with it down, its leader's heartbeats reach
-/// only voters that know their leader lives anyway (node liveness), and
-/// at 10,000 groups they were what overloaded the survivors of a restart.
-/// Its new incarnation, once seen, wakes the group (`visits.rs`), and the
-/// leader brings it up to date before it goes quiet again. A joint
-/// configuration (a membership change) stays awake until every voter is
-/// settled.
+/// What the other voters allow a leader whose log stood still.
+struct Settled {
+    /// The settled ones ([`voter_settled`]); with the leader, a majority.
+    voters: Vec<NodeId>,
+    /// No other voter's node is alive without being settled: the leader
+    /// may stop heartbeating.
+    quiet: bool,
+}
+
+/// The other voters that vouch for this leader, if they and this node are
+/// a majority (a joint configuration, a membership change, needs every
+/// voter). It may go quiet if every other voter is settled or lost. A lost
+/// voter does not keep the group awake: with it down, its leader's
+/// heartbeats reach only voters that know their leader lives anyway (node
+/// liveness), and at 10,000 groups they were what overloaded the
+/// survivors of a restart. Its new incarnation, once seen, wakes the group
+/// (`visits.rs`), and the leader brings it up to date before it goes
+/// quiet again.
 fn settled_quorum(
     m: &Metrics<QueueRaft>,
     me: NodeId,
     last: Option<u64>,
     since: Instant,
     liveness: &PeerLiveness,
-) -> Option<Vec<NodeId>> {
+) -> Option<Settled> {
     let membership = m.membership_config.membership();
     let joint = membership.get_joint_config().len() > 1;
     let mut settled = Vec::new();
     let mut voters = 0usize;
+    let mut quiet = true;
     for v in membership.voter_ids() {
         voters += 1;
         if v == me {
@@ -264,12 +282,17 @@ fn settled_quorum(
         let state = liveness.state(v);
         if voter_settled(m, v, last, since, state) {
             settled.push(v);
-        } else if joint || state.is_alive() {
+        } else if joint {
             return None;
+        } else if state.is_alive() {
+            quiet = false;
         }
     }
     // This node and the settled others: a majority of the voters.
-    (2 * (settled.len() + 1) > voters).then_some(settled)
+    (2 * (settled.len() + 1) > voters).then_some(Settled {
+        voters: settled,
+        quiet,
+    })
 }
 
 /// Whether voter `v` lets its leader go quiet: its node alive, holding
