@@ -58,6 +58,7 @@ async fn detached_within(receiver: &mut Receiver, bound: Duration, what: &str) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_cut_from_a_live_leader_detaches_its_clients_early() {
+    trace_from_env();
     let cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "bridge", &[]).await;
     let leader = wait_for_leader(&cluster, "bridge", None, Duration::from_secs(10)).await;

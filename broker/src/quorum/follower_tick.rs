@@ -114,9 +114,14 @@ fn needs(
         // asked for it: a replica stopped right after it handed its
         // leadership away wakes with the new leader's vote and no leader.
         // It waits for that leader as for one it knew (below), instead of
-        // campaigning against it at its first election time-out.
+        // campaigning against it at its first election time-out. Only a
+        // replica that has known no leader since it opened: a deposed
+        // leader holds the vote of the candidate that deposed it, maybe
+        // one whose log is too short to win, and must campaign itself.
         (ServerState::Follower, None)
-            if !m.vote.is_committed() && m.vote.leader_id().node_id != me =>
+            if !m.vote.is_committed()
+                && m.vote.leader_id().node_id != me
+                && queue.leader_changes() == 0 =>
         {
             m.vote.leader_id().node_id
         }
