@@ -7,6 +7,8 @@
 //! - `types.rs`: the openraft type config [`MetaRaft`], the reserved group
 //!   id, the requests forwarded to the leader.
 //! - `state.rs`: [`ClusterState`] and its [`MetaCommand`]s (pure).
+//! - `placement_index.rs`: the per-node counts placement reads, kept
+//!   beside the state so a declaration does not walk every queue.
 //! - `state_machine.rs`: openraft's state machine and snapshot file.
 //! - `fuzz_checks.rs`: the fuzz targets' checks of the snapshot file and
 //!   the group's fabric payloads.
@@ -65,6 +67,7 @@
 
 pub(crate) mod fuzz_checks;
 mod handoff;
+mod placement_index;
 mod rpc;
 mod service;
 mod state;

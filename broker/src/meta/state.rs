@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::placement_index::{Load, PlacementIndex};
 use crate::net::NodeId;
 use crate::raft::{group_id, GroupId};
 
@@ -116,13 +117,10 @@ pub struct ClusterState {
     pub queues: BTreeMap<String, QueueInfo>,
     /// Bumped by every change.
     pub version: u64,
-}
-
-/// How many queues a node holds: its load for placement.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-struct Load {
-    leaders: usize,
-    replicas: usize,
+    /// Placement's counts (derived from `queues`; not serialised, never
+    /// compared), so a declaration costs the same at any queue count.
+    #[serde(skip)]
+    placement: PlacementIndex,
 }
 
 impl ClusterState {
@@ -178,23 +176,38 @@ impl ClusterState {
         response
     }
 
-    fn loads(&self) -> BTreeMap<NodeId, Load> {
+    /// Every member's load, counted by walking every queue.
+    fn count_loads(&self) -> BTreeMap<NodeId, Load> {
         let mut loads: BTreeMap<NodeId, Load> = self
             .members
             .keys()
             .map(|id| (*id, Load::default()))
             .collect();
         for queue in self.queues.values() {
-            for (position, id) in queue.members.iter().enumerate() {
-                if let Some(load) = loads.get_mut(id) {
-                    load.replicas += 1;
-                    if position == 0 {
-                        load.leaders += 1;
-                    }
-                }
-            }
+            Self::shift_loads(&mut loads, queue, true);
         }
         loads
+    }
+
+    /// Count `queue` in (`add`) or out of the members' `loads`.
+    fn shift_loads(loads: &mut BTreeMap<NodeId, Load>, queue: &QueueInfo, add: bool) {
+        for (position, id) in queue.members.iter().enumerate() {
+            if let Some(load) = loads.get_mut(id) {
+                load.shift(position == 0, add);
+            }
+        }
+    }
+
+    /// Every member's load, from the placement index (brought up to date
+    /// first if a change other than a declaration moved the version).
+    fn indexed_loads(&mut self) -> BTreeMap<NodeId, Load> {
+        if !self.placement.is_at(self.version) {
+            self.placement.rebuild(self.queues.values(), self.version);
+        }
+        self.members
+            .keys()
+            .map(|id| (*id, self.placement.load(*id)))
+            .collect()
     }
 
     /// The `n` least loaded members not in `exclude`: fewest replicas,
@@ -225,13 +238,12 @@ impl ClusterState {
             return MetaResponse::Rejected("empty queue name".into());
         }
         let group = group_id(&name);
-        if let Some(other) = self.queues.values().find(|q| q.group == group) {
+        let loads = self.indexed_loads();
+        if let Some(other) = self.placement.holder_of(group) {
             return MetaResponse::Rejected(format!(
-                "queue {name} collides with {} (same group id)",
-                other.name
+                "queue {name} collides with {other} (same group id)"
             ));
         }
-        let loads = self.loads();
         // The preferred leader first: the node with the fewest preferred
         // leaderships (then fewest replicas, then lowest id), so leaders
         // spread evenly (within one); then the other replicas on the
@@ -257,8 +269,9 @@ impl ClusterState {
             group,
             members,
         };
-        self.queues.insert(name, info.clone());
         self.version += 1;
+        self.placement.add(&info, self.version);
+        self.queues.insert(name, info.clone());
         MetaResponse::Queue(info)
     }
 
@@ -295,17 +308,12 @@ impl ClusterState {
         self.members.remove(&id);
         // Queues in name order, each replacement chosen with the loads as
         // they are after the previous one, so replacements spread too.
-        let affected: Vec<String> = self
-            .queues
-            .values()
-            .filter(|q| q.members.contains(&id))
-            .map(|q| q.name.clone())
-            .collect();
-        for name in affected {
-            let loads = self.loads();
-            let Some(queue) = self.queues.get_mut(&name) else {
+        let mut loads = self.count_loads();
+        for queue in self.queues.values_mut() {
+            if !queue.members.contains(&id) {
                 continue;
-            };
+            }
+            Self::shift_loads(&mut loads, queue, false);
             // The removed node's place goes to the next member (the
             // preferred leader moves to the old second replica, which
             // already has the data); the newcomer goes last.
@@ -314,6 +322,7 @@ impl ClusterState {
             queue
                 .members
                 .extend(Self::least_loaded_replicas(&loads, &exclude, 1));
+            Self::shift_loads(&mut loads, queue, true);
         }
         self.version += 1;
         MetaResponse::Done
@@ -342,7 +351,7 @@ mod tests {
     }
 
     fn counts(state: &ClusterState) -> BTreeMap<NodeId, Load> {
-        state.loads()
+        state.count_loads()
     }
 
     #[test]
@@ -495,5 +504,53 @@ mod tests {
         state.apply(MetaCommand::RemoveNode { id: 3 });
         state.seed_members([(3, "node3:1")]);
         assert!(!state.members.contains_key(&3));
+    }
+
+    #[test]
+    fn the_index_counts_what_a_full_walk_counts() {
+        let mut state = cluster(4);
+        for i in 0..40 {
+            declare(&mut state, &format!("q{i}"), 3);
+            if i % 7 == 0 {
+                state.apply(MetaCommand::DeleteQueue {
+                    name: format!("q{}", i / 2),
+                });
+            }
+            if i == 20 {
+                state.apply(MetaCommand::SetQueueMembers {
+                    name: "q19".into(),
+                    members: vec![4, 3],
+                });
+                state.apply(MetaCommand::RemoveNode { id: 2 });
+            }
+            assert_eq!(state.indexed_loads(), state.count_loads(), "after q{i}");
+        }
+        // A state read back from a snapshot has no index; it rebuilds one
+        // and places the next queue exactly as the original does.
+        let sealed = serde_json::to_vec(&state).unwrap();
+        let mut back: ClusterState = serde_json::from_slice(&sealed).unwrap();
+        assert_eq!(back, state);
+        assert_eq!(
+            declare(&mut back, "next", 3),
+            declare(&mut state, "next", 3)
+        );
+        // A group id already held is refused through the index too.
+        let taken = state.queues["q1"].clone();
+        state.placement.add(
+            &QueueInfo {
+                name: "twin".into(),
+                group: group_id("other"),
+                members: taken.members.clone(),
+            },
+            state.version,
+        );
+        let response = state.apply(MetaCommand::DeclareQueue {
+            name: "other".into(),
+            replication_factor: 3,
+        });
+        assert!(
+            matches!(&response, MetaResponse::Rejected(why) if why.contains("twin")),
+            "{response:?}"
+        );
     }
 }
