@@ -43,6 +43,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::ServerState;
+use tokio::time::Instant;
 
 use super::node::QuorumNode;
 use super::peer_liveness::PeerLiveness;
@@ -186,6 +187,7 @@ pub(super) fn spawn(node: Weak<QuorumNode>, config: &openraft::Config) {
             // A peer lost, back or restarted: every replica decides again.
             let view = node.liveness.view();
             if view != seen {
+                log_changes(&seen, &view);
                 seen = view;
                 for queue in node.queues() {
                     queue.shared.quiet.wake();
@@ -211,6 +213,22 @@ pub(super) fn spawn(node: Weak<QuorumNode>, config: &openraft::Config) {
             node.visits.set_listed(listed.len());
         }
     });
+}
+
+/// Log each peer whose liveness flipped between two views: the moment
+/// this node starts (or stops) electing in the groups a lost peer led.
+fn log_changes(before: &[(NodeId, bool, Instant)], after: &[(NodeId, bool, Instant)]) {
+    for (peer, alive, _) in after {
+        let was = before
+            .iter()
+            .find(|(id, ..)| id == peer)
+            .map(|(_, a, _)| *a);
+        match (was, *alive) {
+            (Some(true), false) => tracing::info!(peer, "peer node lost"),
+            (Some(false), true) => tracing::info!(peer, "peer node alive again"),
+            _ => {}
+        }
+    }
 }
 
 /// One pass of the driver.
