@@ -48,7 +48,9 @@ pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId, quiet: &Quiet)
 /// heartbeat intervals), so it is at most that stale. A leader alone in
 /// its group acknowledges itself; one just elected has no figure yet and
 /// counts (its votes were the acknowledgement). A quiet leader counts
-/// while its quiet stamp is within the window (`quiet.rs`).
+/// while its quiet stamp is within the window (`quiet.rs`). And a leader
+/// counts only once it has applied an entry of its own term
+/// ([`applied_own_term`]).
 fn leading_with_quorum(
     m: &QueueMetrics,
     node_id: NodeId,
@@ -56,12 +58,33 @@ fn leading_with_quorum(
     quiet: &Quiet,
 ) -> Option<u64> {
     let leads = m.state == ServerState::Leader && m.current_leader == Some(node_id);
+    (leads && heard_within(m, window_ms, quiet) && applied_own_term(m, node_id))
+        .then(|| m.last_log_index.unwrap_or(0))
+}
+
+/// Whether a quorum acknowledged this leader within `window_ms`.
+fn heard_within(m: &QueueMetrics, window_ms: u64, quiet: &Quiet) -> bool {
     // Reported at every turn of openraft's loop (0.10 keeps the figure,
     // deprecated for `last_quorum_acked`, and reports 0 for a leader alone).
     #[allow(deprecated)]
-    let heard = m.millis_since_quorum_ack.is_none_or(|ms| ms <= window_ms)
-        || quiet.vouched_within(window_ms);
-    (leads && heard).then(|| m.last_log_index.unwrap_or(0))
+    let acked = m.millis_since_quorum_ack.is_none_or(|ms| ms <= window_ms);
+    acked || quiet.vouched_within(window_ms)
+}
+
+/// Whether this leader has applied an entry of its own term (the blank
+/// entry openraft appends at its election): only then has it applied
+/// every entry of the earlier terms. Before, its index may still hold
+/// messages whose settlement is in its log but not yet applied (entries
+/// of an earlier term are known committed only once one of the new
+/// term's is, and a restarted node applies only up to the commit it
+/// last wrote), and feeding from it delivered settled messages again: a
+/// 3-node cluster restarted on a release's data handed out 10 messages
+/// the release had settled (`test_release_data.py`, under load).
+fn applied_own_term(m: &QueueMetrics, node_id: NodeId) -> bool {
+    m.last_applied.as_ref().is_some_and(|applied| {
+        let by = applied.committed_leader_id();
+        by.term == m.current_term && by.node_id == node_id
+    })
 }
 
 /// Whether openraft says this node leads, but without a quorum's recent
@@ -74,7 +97,7 @@ pub(super) fn leads_without_quorum(
 ) -> bool {
     m.state == ServerState::Leader
         && m.current_leader == Some(node_id)
-        && leading_with_quorum(m, node_id, window_ms, quiet).is_none()
+        && !heard_within(m, window_ms, quiet)
 }
 
 /// Switch the queue to leading or not: a node that becomes leader builds
@@ -233,9 +256,37 @@ mod tests {
         let mut m = QueueMetrics::new_initial(me);
         m.state = ServerState::Leader;
         m.current_leader = Some(me);
+        m.current_term = 3;
         m.last_log_index = Some(7);
+        m.last_applied = Some(log_id(3, me, 7));
         m.millis_since_quorum_ack = since_ack;
         m
+    }
+
+    fn log_id(
+        term: u64,
+        node_id: NodeId,
+        index: u64,
+    ) -> openraft::LogId<openraft::impls::leader_id_adv::LeaderId<u64, NodeId>> {
+        openraft::LogId::new(
+            openraft::impls::leader_id_adv::LeaderId { term, node_id },
+            index,
+        )
+    }
+
+    #[test]
+    fn a_new_leader_serves_once_it_applied_an_entry_of_its_term() {
+        // Elected in term 3, its state machine still at an entry of term 2
+        // (settlements of the old leader maybe among the rest): not yet.
+        let mut m = leader_metrics(1, None);
+        m.last_applied = Some(log_id(2, 2, 6));
+        assert_eq!(leading_with_quorum(&m, 1, 3000, &awake()), None);
+        assert!(!leads_without_quorum(&m, 1, 3000, &awake()));
+        m.last_applied = None;
+        assert_eq!(leading_with_quorum(&m, 1, 3000, &awake()), None);
+        // Its blank entry applied: it serves.
+        m.last_applied = Some(log_id(3, 1, 7));
+        assert_eq!(leading_with_quorum(&m, 1, 3000, &awake()), Some(7));
     }
 
     #[test]
