@@ -66,8 +66,17 @@ async fn a_thousand_quorum_queues_come_up_and_serve() {
         };
         at_leader.publish(message, Some(confirm)).ok()
     };
+    // A leader takes publishes once it has applied an entry of its own
+    // term (quorum/leadership_watch.rs), moments after its election.
     for token in 0..N_QUEUES {
-        publish(token).expect("every queue has a leader that takes a publish");
+        if publish(token).is_none() {
+            eventually(
+                Duration::from_secs(30),
+                "every queue has a leader that takes a publish",
+                || publish(token).is_some(),
+            )
+            .await;
+        }
     }
     let mut accepted = vec![false; N_QUEUES];
     let mut released = 0;
