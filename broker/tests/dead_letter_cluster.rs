@@ -36,28 +36,13 @@ async fn dead_letters_land_once_across_a_leader_change() {
         bodies
     );
     publish(cluster.addr(1).unwrap(), "lc-dlq", &[]).await;
-    let mut leader = None;
-    eventually(Duration::from_secs(10), "a leader", || {
-        leader = cluster.leader_of("lc-src");
-        leader.is_some()
-    })
-    .await;
-    let leader = leader.unwrap_or_default();
-    let others: Vec<u64> = cluster
-        .running()
-        .into_iter()
-        .filter(|n| *n != leader)
-        .collect();
+    let (leader, other1, other2) = roles(&cluster, "lc-src", Duration::from_secs(10)).await;
+    let others = [other1, other2];
     // The dead-letter queue led by the same node: the copies are published
     // there, where the stop interrupts them too.
-    let mut dlq_leader = None;
-    eventually(Duration::from_secs(10), "a DLQ leader", || {
-        dlq_leader = cluster.leader_of("lc-dlq");
-        dlq_leader.is_some()
-    })
-    .await;
-    if dlq_leader != Some(leader) {
-        let from = cluster.node(dlq_leader.unwrap_or_default()).unwrap();
+    let dlq_leader = wait_for_leader(&cluster, "lc-dlq", None, Duration::from_secs(10)).await;
+    if dlq_leader != leader {
+        let from = cluster.node(dlq_leader).unwrap();
         step(
             "move the DLQ's leadership",
             from.quorum().move_leadership(Some("lc-dlq"), Some(leader)),

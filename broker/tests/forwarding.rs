@@ -23,28 +23,11 @@ fn config() -> BrokerConfig {
     base
 }
 
-/// The leader of `queue` and its two followers.
-async fn roles(cluster: &Cluster, queue: &str) -> (u64, u64, u64) {
-    let mut leader = None;
-    eventually(Duration::from_secs(10), "a leader", || {
-        leader = cluster.leader_of(queue);
-        leader.is_some()
-    })
-    .await;
-    let leader = leader.unwrap_or_default();
-    let followers: Vec<u64> = cluster
-        .running()
-        .into_iter()
-        .filter(|n| *n != leader)
-        .collect();
-    (leader, followers[0], followers[1])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publish_through_a_follower_consume_through_the_other_exactly_once() {
     let cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "fwd", &[]).await;
-    let (_, f1, f2) = roles(&cluster, "fwd").await;
+    let (_, f1, f2) = roles(&cluster, "fwd", Duration::from_secs(10)).await;
     let accepted = publish(cluster.addr(f1).unwrap(), "fwd", &texts(0..300)).await;
     assert_eq!(
         accepted,
@@ -64,7 +47,7 @@ async fn publish_through_a_follower_consume_through_the_other_exactly_once() {
 async fn credit_and_drain_through_a_follower() {
     let cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "credit", &[]).await;
-    let (_, f1, f2) = roles(&cluster, "credit").await;
+    let (_, f1, f2) = roles(&cluster, "credit", Duration::from_secs(10)).await;
     publish(cluster.addr(f1).unwrap(), "credit", &texts(0..5)).await;
 
     let mut connection = open_at(cluster.addr(f2).unwrap(), "credit-rx").await;
@@ -177,7 +160,7 @@ async fn consume_from(addr: SocketAddr, address: &str, n: usize) -> Vec<String> 
 async fn leader_stops_under_steady_clients(pick: fn(u64, u64) -> (u64, u64)) {
     let mut cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "steady", &[]).await;
-    let (leader, f1, f2) = roles(&cluster, "steady").await;
+    let (leader, f1, f2) = roles(&cluster, "steady", Duration::from_secs(10)).await;
     let (pub_node, sub_node) = pick(f1, f2);
     let stop = Arc::new(AtomicBool::new(false));
     let counts = Arc::new(Counts::default());
@@ -237,7 +220,7 @@ async fn a_client_on_the_minority_side_never_sees_accepted() {
     trace_from_env();
     let cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "split", &[]).await;
-    let (leader, minority, _) = roles(&cluster, "split").await;
+    let (leader, minority, _) = roles(&cluster, "split", Duration::from_secs(10)).await;
     let mut accepted = publish(cluster.addr(minority).unwrap(), "split", &texts(0..20)).await;
     assert_eq!(accepted.len(), 20);
 

@@ -37,23 +37,6 @@ fn config() -> BrokerConfig {
     base
 }
 
-/// The leader of `queue` and its two followers.
-async fn roles(cluster: &Cluster, queue: &str) -> (u64, u64, u64) {
-    let mut leader = None;
-    eventually(Duration::from_secs(10), "a leader", || {
-        leader = cluster.leader_of(queue);
-        leader.is_some()
-    })
-    .await;
-    let leader = leader.unwrap_or_default();
-    let others: Vec<u64> = cluster
-        .running()
-        .into_iter()
-        .filter(|n| *n != leader)
-        .collect();
-    (leader, others[0], others[1])
-}
-
 /// A transient queue's address that node `node` of a 3-node cluster owns:
 /// attaching to it is answered by that node alone, whatever the network.
 fn owned_by(node: u64) -> String {
@@ -91,14 +74,24 @@ fn empty_everywhere(cluster: &Cluster, queue: &str) -> bool {
     })
 }
 
-/// A cluster with one message in `/quorum/<queue>`, and a receiver on a
-/// follower holding it unsettled; returns (leader, follower, connection,
-/// session, receiver, delivery).
-async fn one_delivery_through_a_follower(
+/// Where the receiver of [`one_delivery`] attaches.
+#[derive(Clone, Copy)]
+enum ConsumerOn {
+    /// The queue's leader: settlements go straight to its batcher.
+    Leader,
+    /// A follower: settlements are forwarded to the leader.
+    Follower,
+}
+
+/// A cluster with one message in `/quorum/<queue>`, and a receiver on
+/// the leader or a follower holding it unsettled; returns ((leader, the
+/// two followers), connection, session, receiver, delivery).
+async fn one_delivery(
     queue: &str,
+    on: ConsumerOn,
 ) -> (
     Cluster,
-    (u64, u64),
+    (u64, u64, u64),
     Conn,
     Sess,
     Receiver,
@@ -106,10 +99,14 @@ async fn one_delivery_through_a_follower(
 ) {
     let cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), queue, &[]).await;
-    let (leader, follower, _) = roles(&cluster, queue).await;
+    let (leader, f1, f2) = roles(&cluster, queue, Duration::from_secs(10)).await;
     let accepted = publish(cluster.addr(leader).unwrap(), queue, &texts(0..1)).await;
     assert_eq!(accepted, texts(0..1));
-    let mut connection = open_at(cluster.addr(follower).unwrap(), "rx").await;
+    let consumer = match on {
+        ConsumerOn::Leader => leader,
+        ConsumerOn::Follower => f1,
+    };
+    let mut connection = open_at(cluster.addr(consumer).unwrap(), "rx").await;
     let mut session = begin_session(&mut connection).await;
     let mut rx = step(
         "receiver attach",
@@ -124,21 +121,14 @@ async fn one_delivery_through_a_follower(
     step("credit", rx.set_credit(10)).await.unwrap();
     let (delivery, text) = recv_text(&mut rx).await;
     assert_eq!(text, "m-0");
-    (
-        cluster,
-        (leader, follower),
-        connection,
-        session,
-        rx,
-        delivery,
-    )
+    (cluster, (leader, f1, f2), connection, session, rx, delivery)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settlement_whose_send_failed_reaches_the_leader_after_the_heal() {
     trace_from_env();
-    let (cluster, (leader, follower), mut connection, mut session, rx, delivery) =
-        one_delivery_through_a_follower("sendfail").await;
+    let (cluster, (leader, follower, _), mut connection, mut session, rx, delivery) =
+        one_delivery("sendfail", ConsumerOn::Follower).await;
     cluster.set_partitioned(follower, leader, true);
     // Forwarded at once: the send fails (the follower's link to the leader
     // is down).
@@ -161,8 +151,8 @@ async fn a_settlement_whose_send_failed_reaches_the_leader_after_the_heal() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settlement_held_without_a_leader_survives_the_detach() {
     trace_from_env();
-    let (cluster, (leader, follower), mut connection, mut session, mut rx, delivery) =
-        one_delivery_through_a_follower("detached").await;
+    let (cluster, (leader, follower, _), mut connection, mut session, mut rx, delivery) =
+        one_delivery("detached", ConsumerOn::Follower).await;
     cluster.set_partitioned(follower, leader, true);
     // A flow the follower cannot forward: it loses the leader and looks
     // for one; the consumer waits, attached to no node.
@@ -192,28 +182,10 @@ fn leader_seen_by(cluster: &Cluster, node: u64, queue: &str) -> Option<u64> {
 async fn a_settlement_the_old_leader_could_not_replicate_reaches_the_new_one() {
     trace_from_env();
     let queue = "oldleader";
-    let cluster = Cluster::start(3, config()).await.unwrap();
-    publish(cluster.addr(1).unwrap(), queue, &[]).await;
-    let (leader, f1, f2) = roles(&cluster, queue).await;
-    let accepted = publish(cluster.addr(leader).unwrap(), queue, &texts(0..1)).await;
-    assert_eq!(accepted, texts(0..1));
     // The consumer is on the leader itself: its settlement goes straight
     // to the leader's settlement batcher.
-    let mut connection = open_at(cluster.addr(leader).unwrap(), "rx").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut rx = step(
-        "receiver attach",
-        Receiver::builder()
-            .name("rx")
-            .source(format!("/quorum/{queue}"))
-            .credit_mode(CreditMode::Manual)
-            .attach(&mut session),
-    )
-    .await
-    .unwrap();
-    step("credit", rx.set_credit(10)).await.unwrap();
-    let (delivery, text) = recv_text(&mut rx).await;
-    assert_eq!(text, "m-0");
+    let (cluster, (leader, f1, f2), mut connection, mut session, rx, delivery) =
+        one_delivery(queue, ConsumerOn::Leader).await;
     // Cut off, the leader still takes the settlement (it leads until
     // check-quorum stops it), but cannot replicate it.
     for other in [f1, f2] {

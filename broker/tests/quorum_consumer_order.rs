@@ -91,13 +91,7 @@ async fn expect_texts(receiver: &mut Receiver, texts: &[String], seen: &mut Vec<
 }
 
 async fn leader(cluster: &Cluster, queue: &str) -> u64 {
-    let mut leader = None;
-    eventually(Duration::from_secs(15), "a leader", || {
-        leader = cluster.leader_of(queue);
-        leader.is_some()
-    })
-    .await;
-    leader.unwrap_or_default()
+    wait_for_leader(cluster, queue, None, Duration::from_secs(15)).await
 }
 
 async fn publish_all(cluster: &Cluster, texts: &[String]) {

@@ -44,16 +44,6 @@ fn voters_at_leader(cluster: &Cluster, name: &str) -> Option<BTreeSet<u64>> {
     Some(queue.voters().into_iter().collect())
 }
 
-async fn wait_leader(cluster: &Cluster, name: &str) -> u64 {
-    let mut leader = None;
-    eventually(Duration::from_secs(15), "a leader", || {
-        leader = cluster.leader_of(name);
-        leader.is_some()
-    })
-    .await;
-    leader.unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaders_of_thirty_queues_spread_over_three_nodes() {
     let cluster = Cluster::start(3, config()).await.unwrap();
@@ -65,7 +55,7 @@ async fn leaders_of_thirty_queues_spread_over_three_nodes() {
     }
     let mut leads: BTreeMap<u64, usize> = BTreeMap::new();
     for name in &names {
-        let leader = wait_leader(&cluster, name).await;
+        let leader = wait_for_leader(&cluster, name, None, Duration::from_secs(15)).await;
         *leads.entry(leader).or_default() += 1;
         let members = members_at(&cluster, 1, name).expect("declared");
         eventually(Duration::from_secs(10), "every node agrees", || {
@@ -167,22 +157,11 @@ impl Load {
     }
 }
 
-/// The leader of `name` and the two other nodes.
-async fn roles(cluster: &Cluster, name: &str) -> (u64, u64, u64) {
-    let leader = wait_leader(cluster, name).await;
-    let others: Vec<u64> = cluster
-        .running()
-        .into_iter()
-        .filter(|n| *n != leader)
-        .collect();
-    (leader, others[0], others[1])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_moves_to_a_named_node_under_load() {
     let cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "moving", &[]).await;
-    let (leader, target, clients) = roles(&cluster, "moving").await;
+    let (leader, target, clients) = roles(&cluster, "moving", Duration::from_secs(15)).await;
     let load = Load::start(cluster.addr(clients).unwrap(), "moving").await;
     let gap = load.longest_gap(100);
     let before = load.accepted();
@@ -229,7 +208,7 @@ async fn leadership_moves_to_a_named_node_under_load() {
 async fn a_gracefully_stopped_leader_hands_off_under_load() {
     let mut cluster = Cluster::start(3, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "handoff", &[]).await;
-    let (leader, _, clients) = roles(&cluster, "handoff").await;
+    let (leader, _, clients) = roles(&cluster, "handoff", Duration::from_secs(15)).await;
     let load = Load::start(cluster.addr(clients).unwrap(), "handoff").await;
     let gap = load.longest_gap(100);
     let before = load.accepted();
@@ -262,7 +241,7 @@ async fn a_gracefully_stopped_leader_hands_off_under_load() {
 async fn removing_a_node_moves_its_replica_and_keeps_the_messages() {
     let mut cluster = Cluster::start(4, config()).await.unwrap();
     publish(cluster.addr(1).unwrap(), "resized", &[]).await;
-    let leader = wait_leader(&cluster, "resized").await;
+    let leader = wait_for_leader(&cluster, "resized", None, Duration::from_secs(15)).await;
     let members = members_at(&cluster, leader, "resized").expect("declared");
     assert_eq!(members.len(), 3, "replication factor 3 of 4 nodes");
     let accepted = publish(cluster.addr(leader).unwrap(), "resized", &texts(0..100)).await;

@@ -278,6 +278,22 @@ pub async fn wait_for_leader(
     leader.expect("eventually returned with a leader")
 }
 
+/// The leader of `queue` (awaited up to `limit`) and the two other
+/// running nodes of a 3-node `cluster`.
+pub async fn roles(
+    cluster: &ramqpd_broker::Cluster,
+    queue: &str,
+    limit: Duration,
+) -> (u64, u64, u64) {
+    let leader = wait_for_leader(cluster, queue, None, limit).await;
+    let others: Vec<u64> = cluster
+        .running()
+        .into_iter()
+        .filter(|n| *n != leader)
+        .collect();
+    (leader, others[0], others[1])
+}
+
 /// Every segment file (`*.seg`, paged message bodies) under a node's data
 /// dir, sorted.
 pub fn segment_files(data_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
