@@ -128,9 +128,22 @@ async fn single_node_groups_write_snapshot_purge_and_recover() {
 
         // Snapshot and purge group 0's log.
         let raft0 = &rafts[0];
-        // Copy out of the metrics first: a `borrow()` held across an await
-        // would block openraft's metrics updates.
-        let applied_log_id = raft0.metrics().borrow_watched().last_applied.unwrap();
+        // `client_write` answers once the entry is applied, but the metrics
+        // that report it are published a moment later: wait until they show
+        // the whole log applied (CI once read index 50 of 51 here and then
+        // waited for a snapshot at 50 while openraft built it at 51).
+        let settled = raft0
+            .wait(WAIT)
+            .metrics(
+                |m| {
+                    m.last_log_index.is_some()
+                        && m.last_applied.map(|l| l.index) == m.last_log_index
+                },
+                "whole log applied",
+            )
+            .await
+            .unwrap();
+        let applied_log_id = settled.last_applied.unwrap();
         let applied = applied_log_id.index;
         raft0.trigger().snapshot().await.unwrap();
         raft0
