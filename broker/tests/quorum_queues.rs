@@ -1,7 +1,8 @@
 //! Quorum queues through a third-party client (fe2o3-amqp): a publish is
 //! accepted only once committed, a node restarted on its data directory
-//! recovers every accepted and unsettled message, and a 3-node in-process
-//! cluster keeps every accepted message when its leader stops.
+//! recovers every accepted and unsettled message (and expires those whose
+//! time comes after it), and a 3-node in-process cluster keeps every
+//! accepted message when its leader stops.
 
 mod common;
 
@@ -10,6 +11,8 @@ use std::time::Duration;
 use common::*;
 use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Connection, Receiver, Sender};
+use ramqpd_broker::config::PolicyConfig;
+use ramqpd_broker::queue::QueueAddress;
 use ramqpd_broker::{Broker, BrokerConfig, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -33,6 +36,50 @@ async fn single_node_recovers_accepted_and_unsettled_messages_after_restart() {
         texts(50..200),
         "the 150 unsettled messages came back, in order"
     );
+    broker.shutdown().await;
+}
+
+/// Messages with an expiry that outlive a restart still expire, with no
+/// consumer: the node's sweep visits only the groups that hold such
+/// messages, and the restarted leader must put its group back on that list
+/// when it takes the lead (the log's replay runs before it leads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_expire_after_a_restart_without_a_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..BrokerConfig::default()
+    };
+    let depth = |broker: &Broker| {
+        let address = QueueAddress::parse("/quorum/later").unwrap();
+        broker.quorum().get(&address).map(|q| {
+            let stats = ramqpd_broker::queue::Queue::stats(&*q);
+            stats.ready + stats.unsettled
+        })
+    };
+    let broker = Broker::start(config.clone()).await.unwrap();
+    let ttl = PolicyConfig {
+        pattern: "/quorum/later".into(),
+        message_ttl_ms: Some(2_000),
+        ..PolicyConfig::default()
+    };
+    broker.set_policies(&[ttl]).unwrap();
+    assert_eq!(
+        publish(broker.local_addr(), "later", &texts(0..3))
+            .await
+            .len(),
+        3
+    );
+    broker.shutdown().await;
+
+    // The expiry is in the log: the restarted node needs no policy.
+    let broker = Broker::start(config).await.unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "the expired messages removed",
+        || depth(&broker) == Some(0),
+    )
+    .await;
     broker.shutdown().await;
 }
 

@@ -1,11 +1,13 @@
 //! The node's expiry sweep: one task per node that, every second, has each
 //! queue served here remove the expired messages at its head
 //! (`queue/expiry.rs`): the transient queues of the registry, and the
-//! quorum queues this node leads (their leader logs the removal, so every
-//! replica removes the same messages). A queue that never took a message
-//! with an expiry costs one check. No timer per message. A quorum leader
-//! that applied past its drop-head limit asks for a sweep at once
-//! (`sweep_soon`), so its head goes within milliseconds, not a second.
+//! quorum queues this node leads that hold a message with an expiry or
+//! are past a drop-head limit (the quorum side's sweep list; their leader
+//! logs the removal, so every replica removes the same messages). A
+//! transient queue that never took a message with an expiry costs one
+//! check, a quorum queue none. No timer per message. A quorum leader that
+//! applied past its drop-head limit asks for a sweep at once (the list's
+//! `soon`), so its head goes within milliseconds, not a second.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -22,7 +24,7 @@ const SOON_SPACING: Duration = Duration::from_millis(50);
 
 /// Start the sweep; it ends once the node is gone.
 pub(crate) fn spawn(registry: Weak<Registry>, quorum: Weak<QuorumNode>) {
-    let Some(soon) = quorum.upgrade().map(|q| q.sweep_soon()) else {
+    let Some(list) = quorum.upgrade().map(|q| q.sweep_list()) else {
         return;
     };
     tokio::spawn(async move {
@@ -31,7 +33,7 @@ pub(crate) fn spawn(registry: Weak<Registry>, quorum: Weak<QuorumNode>) {
         loop {
             let asked = tokio::select! {
                 _ = tick.tick() => false,
-                () = soon.notified() => true,
+                () = list.soon().notified() => true,
             };
             let (Some(registry), Some(quorum)) = (registry.upgrade(), quorum.upgrade()) else {
                 return;

@@ -12,14 +12,14 @@
 //! shut the broker down and start it again on the same data directory).
 //!
 //! How it watches: the store's failure is awaited (`LogStore::failed`,
-//! set by its writer thread the moment a commit fails); groups are scanned
-//! every [`GROUP_SCAN_INTERVAL`], because the quorum side announces no
-//! event when it opens a group and a group's core can quit on a storage
-//! error of its own (a snapshot or segment file) while the store stays
-//! healthy.
+//! set by its writer thread the moment a commit fails), and so is the
+//! quorum side's first group whose core quit (`QuorumNode::core_faulted`:
+//! a group's core can quit on a storage error of its own, a snapshot or
+//! segment file, while the store stays healthy). The metadata group, one
+//! per node, is checked every [`META_CHECK_INTERVAL`].
 
 use std::future::Future;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -27,8 +27,8 @@ use tokio::sync::watch;
 use crate::meta::Metadata;
 use crate::quorum::QuorumNode;
 
-/// How often every Raft group's running state is checked.
-const GROUP_SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the metadata group's running state is checked.
+const META_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A fault after which this node serves its quorum queues no more until
 /// it is restarted.
@@ -104,26 +104,33 @@ pub(crate) fn watch_node(
     mut stopping: watch::Receiver<bool>,
 ) {
     let store_failed = quorum.log_store().failed();
-    let quorum = Arc::downgrade(quorum);
+    let group_failed = quorum.core_faulted();
     let metadata = Arc::downgrade(metadata);
     tokio::spawn(async move {
         tokio::pin!(store_failed);
-        let mut scan = tokio::time::interval(GROUP_SCAN_INTERVAL);
-        scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(group_failed);
+        let mut check = tokio::time::interval(META_CHECK_INTERVAL);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 error = &mut store_failed => {
                     watch.report(FatalError::LogStore(error));
                     return;
                 }
-                _ = scan.tick() => {
-                    match group_fault(&quorum, &metadata) {
-                        Ok(None) => {}
-                        Ok(Some(error)) => {
-                            watch.report(error);
-                            return;
-                        }
-                        Err(Gone) => return,
+                (group, reason) = &mut group_failed => {
+                    watch.report(FatalError::RaftGroup { group, reason });
+                    return;
+                }
+                _ = check.tick() => {
+                    let Some(metadata) = metadata.upgrade() else {
+                        return;
+                    };
+                    if let Some(reason) = metadata.core_fault() {
+                        watch.report(FatalError::RaftGroup {
+                            group: crate::meta::META_GROUP_NAME.to_owned(),
+                            reason,
+                        });
+                        return;
                     }
                 }
                 changed = stopping.changed() => {
@@ -134,26 +141,4 @@ pub(crate) fn watch_node(
             }
         }
     });
-}
-
-/// The node's parts were dropped: nothing left to watch.
-struct Gone;
-
-/// The first group (metadata first, then queues) whose core quit on an
-/// error.
-fn group_fault(
-    quorum: &Weak<QuorumNode>,
-    metadata: &Weak<Metadata>,
-) -> Result<Option<FatalError>, Gone> {
-    let metadata = metadata.upgrade().ok_or(Gone)?;
-    if let Some(reason) = metadata.core_fault() {
-        return Ok(Some(FatalError::RaftGroup {
-            group: crate::meta::META_GROUP_NAME.to_owned(),
-            reason,
-        }));
-    }
-    let quorum = quorum.upgrade().ok_or(Gone)?;
-    Ok(quorum
-        .core_fault()
-        .map(|(group, reason)| FatalError::RaftGroup { group, reason }))
 }

@@ -2,8 +2,9 @@
 //! expired (`queue/expiry.rs`) or dropped from the head for its policy's
 //! length limit (overflow drop-head).
 //!
-//! The leader decides: its sweep (once a second, `node/expiry_sweep.rs`,
-//! and at once when an apply left the queue past its drop-head limit)
+//! The leader decides: its sweep (once a second while the queue is on the
+//! node's sweep list, `sweep_list.rs` and `node/expiry_sweep.rs`, and at
+//! once when an apply left the queue past its drop-head limit)
 //! takes the expired messages its dispatcher set aside and those at the
 //! head of the index whose stamped expiry has passed, and under drop-head
 //! the oldest messages not out with a consumer while the queue is past its
@@ -126,11 +127,14 @@ impl Inner {
 impl QuorumQueue {
     /// The node's sweep reached this queue: when this node leads it,
     /// discard what has expired and, under drop-head, what is past the
-    /// length limit, through the log.
+    /// length limit, through the log. One with nothing of the kind left
+    /// leaves the sweep list (`sweep_list.rs`).
     pub(crate) fn sweep_expired(&self) {
         let chosen = {
             let mut inner = self.shared.lock();
-            if !inner.leading || inner.deleted || inner.damaged().is_some() {
+            if super::sweep_list::unlist_if_done(&self.shared, &mut inner)
+                || inner.damaged().is_some()
+            {
                 return;
             }
             let chosen = inner.choose_discards();

@@ -123,6 +123,7 @@ pub(super) fn set_leading(
         start_leading(shared, &mut inner, term);
         inner.start_feed(last_log_index);
         inner.refill(queue);
+        super::sweep_list::list_if_wanted(shared, &mut inner);
         tracing::info!(%queue, node_id, "leading");
     } else if leading.is_none() && inner.leading {
         inner.leading = false;
@@ -149,6 +150,8 @@ pub(super) fn set_leading(
 
 /// Follow the group's leadership changes as openraft reports them, and ask
 /// openraft for the snapshots the state machine wants (`compaction`).
+/// Ends when openraft closes the group's metrics: its core ended. If it
+/// quit on an error, the node is told (`node_faults.rs`).
 pub(super) async fn watch_leadership(
     raft: QueueRaftHandle,
     shared: Arc<Shared>,
@@ -160,7 +163,7 @@ pub(super) async fn watch_leadership(
     let window = raft.config().election_timeout_max;
     let mut cut_off = false;
     let mut known_leader = None;
-    loop {
+    'group: loop {
         // Something moved (a leader's metrics, a follower's state, leader
         // or vote): back on the node's visit list (`visits.rs`).
         shared.quiet.wake();
@@ -218,18 +221,18 @@ pub(super) async fn watch_leadership(
             tokio::select! {
                 changed = server.changed(), if following => {
                     if changed.is_err() {
-                        return;
+                        break 'group;
                     }
                     // The full metrics are sent right after the server
                     // metrics, in the same pass: read those.
                     if metrics.changed().await.is_err() {
-                        return;
+                        break 'group;
                     }
                     break;
                 }
                 changed = metrics.changed(), if !following => {
                     if changed.is_err() {
-                        return;
+                        break 'group;
                     }
                     break;
                 }
@@ -240,6 +243,10 @@ pub(super) async fn watch_leadership(
                 }
             }
         }
+    }
+    let fault = crate::raft::core_fault(&metrics.borrow_watched());
+    if let (Some(reason), Some(faults)) = (fault, shared.core_faults.get()) {
+        faults.report(&queue, reason);
     }
 }
 

@@ -53,6 +53,7 @@ mod snapshot_transfer;
 mod state_machine;
 mod stop_snapshot;
 mod submit;
+mod sweep_list;
 mod transaction;
 mod types;
 mod visits;

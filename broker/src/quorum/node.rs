@@ -15,10 +15,12 @@ use tokio::sync::OnceCell;
 
 use super::budget::NodeBudget;
 use super::cluster_view::{PeerRequests, ReplicaSets};
+use super::node_faults::CoreFaults;
 use super::peer_liveness::{down_after, PeerLiveness};
 use super::queue::QuorumQueue;
 use super::quiet::Quiet;
 use super::state_machine::{BodyLimits, QueueStateMachine, Shared};
+use super::sweep_list::SweepList;
 use super::types::{QueueRaft, QueueRaftHandle};
 use crate::config::QuorumConfig;
 use crate::latency::{LatencyHistogram, LatencySnapshot};
@@ -116,9 +118,10 @@ pub struct QuorumNode {
     /// The node's queue policies: resolved when a group opens here, set
     /// again on every open group by [`QuorumNode::apply_policies`].
     pub(super) policies: Arc<Policies>,
-    /// Raised by a group's leader that must drop its head now: the node's
-    /// sweep runs at once (`node/expiry_sweep.rs`).
-    pub(super) sweep_soon: Arc<tokio::sync::Notify>,
+    /// The groups the node's expiry sweep visits (`sweep_list.rs`).
+    pub(super) sweep_list: Arc<SweepList>,
+    /// The first group whose Raft core quit on an error (`node_faults.rs`).
+    pub(super) core_faults: Arc<CoreFaults>,
     /// Every group's dead-letter router (`dead_letter_outbox.rs`).
     pub(super) dead_letter_router: Arc<OnceLock<SharedRouter>>,
     /// The groups' pipelined appends from their leaders (`rpc.rs`).
@@ -200,7 +203,8 @@ impl QuorumNode {
             alarm: Arc::new(ResourceAlarm::default()),
             commit_latency: Arc::new(LatencyHistogram::default()),
             policies,
-            sweep_soon: Arc::new(tokio::sync::Notify::new()),
+            sweep_list: Arc::default(),
+            core_faults: Arc::default(),
             dead_letter_router: Arc::default(),
             append_feeds: AppendFeeds::new(FEED_IDLE),
         });
@@ -380,7 +384,8 @@ impl QuorumNode {
             .lock()
             .dispatcher
             .set_policy(self.policies.resolve(&address));
-        let _ = shared.sweep_soon.set(self.sweep_soon.clone());
+        let _ = shared.sweep_list.set((self.sweep_list.clone(), group));
+        let _ = shared.core_faults.set(self.core_faults.clone());
         // The files and the log store's rows, off the async workers.
         let (state_machine, group_log) = {
             let (dir, shared, store) = (dir.clone(), shared.clone(), self.store.clone());

@@ -1,23 +1,69 @@
-//! The node's look for a quorum group whose Raft core quit on an error
-//! (`node/fatal.rs` asks once a second and fail-stops the node on one).
-//! It reads each open group's metrics under the group table's lock and
-//! allocates nothing: at 10,000 queues the look, then with a copy of the
-//! table, took a tenth of an idle node's CPU.
+//! The node's record of the first quorum group whose Raft core quit on an
+//! error (`node/fatal.rs` waits for it and fail-stops the node).
+//!
+//! Each group reports its own: its leadership watcher
+//! (`leadership_watch.rs`) ends when openraft closes the group's metrics,
+//! which happens only when the core ended, and then reads why from the
+//! last metrics (`crate::raft::core_fault`). The node used to look for a
+//! fault by reading every group's metrics once a second; at 10,000 idle
+//! queues that walk over cold memory took about a quarter of an idle
+//! node's CPU.
 
-use openraft::async_runtime::watch::WatchReceiver;
+use std::future::Future;
+
+use tokio::sync::watch;
 
 use super::node::QuorumNode;
-use crate::queue::Queue;
+
+/// The first group fault: the queue's address and openraft's account of
+/// why its core quit.
+pub(crate) type GroupFault = (String, String);
+
+/// Where the node's groups report a core that quit on an error.
+pub(crate) struct CoreFaults(watch::Sender<Option<GroupFault>>);
+
+impl Default for CoreFaults {
+    fn default() -> Self {
+        CoreFaults(watch::Sender::new(None))
+    }
+}
+
+impl CoreFaults {
+    /// Record that `queue`'s core quit for `reason`, unless a group's fault
+    /// was recorded before (the first is the one reported).
+    pub(crate) fn report(&self, queue: &str, reason: String) {
+        self.0.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            tracing::error!(%queue, %reason, "quorum group stopped on an error");
+            *slot = Some((queue.to_owned(), reason));
+            true
+        });
+    }
+}
 
 impl QuorumNode {
     /// The first open group whose core quit on an error: its queue's
     /// address and the error.
     pub fn core_fault(&self) -> Option<(String, String)> {
-        let groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        groups.values().find_map(|cell| {
-            let queue = cell.get()?;
-            let reason = crate::raft::core_fault(&queue.raft.metrics().borrow_watched())?;
-            Some((queue.address().to_string(), reason))
-        })
+        self.core_faults.0.borrow().clone()
+    }
+
+    /// Resolves with the first group whose core quit on an error (at once
+    /// if one did already); never resolves otherwise. Holds no handle of
+    /// the node.
+    pub(crate) fn core_faulted(&self) -> impl Future<Output = GroupFault> + Send + 'static {
+        let mut fault = self.core_faults.0.subscribe();
+        async move {
+            loop {
+                if let Some(found) = fault.borrow_and_update().clone() {
+                    return found;
+                }
+                if fault.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
     }
 }

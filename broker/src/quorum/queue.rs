@@ -124,6 +124,8 @@ impl QuorumQueue {
         self.rejects_publish.store(rejects, Ordering::Release);
         // A raised or removed limit may make room.
         inner.wake_room_waiters();
+        // A lowered drop-head limit may want a sweep.
+        super::sweep_list::list_if_wanted(&self.shared, &mut inner);
     }
 
     /// The queue's effective policy on this node.

@@ -66,6 +66,8 @@ pub(crate) struct Inner {
     pub(super) growth: LogGrowth,
     /// The queue was deleted (`removal.rs`): it serves nothing more.
     pub(crate) deleted: bool,
+    /// On the node's sweep list (`sweep_list.rs`).
+    pub(crate) sweep_listed: bool,
     /// Messages this replica applied into the queue since it opened (for
     /// metrics; a restart counts again from 0).
     pub(crate) published_total: u64,
@@ -139,10 +141,13 @@ pub(crate) struct Shared {
     /// The node's histogram of publish commit latency (proposal to
     /// commit), shared by every queue of the node.
     pub(crate) commit_latency: Arc<LatencyHistogram>,
-    /// The node's "sweep now" signal (`node/expiry_sweep.rs`), raised when
-    /// the leader applied past its drop-head limit, so the head goes at
-    /// once rather than at the next tick.
-    pub(crate) sweep_soon: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
+    /// The node's sweep list and this group's id on it (`sweep_list.rs`):
+    /// joined when the leader may have something to discard; its "sweep
+    /// now" is raised when the leader applied past its drop-head limit, so
+    /// the head goes at once rather than at the next tick.
+    pub(crate) sweep_list: super::sweep_list::SweepSlot,
+    /// The node's record of a group whose core quit (`node_faults.rs`).
+    pub(crate) core_faults: std::sync::OnceLock<Arc<super::node_faults::CoreFaults>>,
     /// Wakes the dead-letter sender (`dead_letter_outbox.rs`).
     pub(crate) dead_letter_wake: tokio::sync::Notify,
     /// Publishes dead-lettered copies; the node's, set once `node/` made it.
@@ -171,7 +176,8 @@ impl Shared {
             snapshot_cover: SnapshotCover::default(),
             leader_changes: AtomicU64::new(0),
             commit_latency,
-            sweep_soon: std::sync::OnceLock::new(),
+            sweep_list: std::sync::OnceLock::new(),
+            core_faults: std::sync::OnceLock::new(),
             dead_letter_wake: tokio::sync::Notify::new(),
             dead_letter_router: Arc::default(),
             snapshot_in: SnapshotReceiver::default(),
@@ -563,9 +569,10 @@ impl QueueStateMachine {
         }
         inner.refill(&shared.queue);
         inner.wake_room_waiters();
+        super::sweep_list::list_if_wanted(shared, &mut inner);
         if inner.leading && inner.past_drop_head_limit() {
-            if let Some(sweep) = shared.sweep_soon.get() {
-                sweep.notify_one();
+            if let Some((list, _)) = shared.sweep_list.get() {
+                list.soon().notify_one();
             }
         }
         let resident_bytes = inner.index.resident_bytes();
