@@ -13,7 +13,7 @@ use fe2o3_amqp::{Connection, Receiver, Sender};
 use ramqpd_broker::BrokerConfig;
 
 use super::fe2o3::{begin_session, Conn};
-use super::wait::{eventually, step, within};
+use super::wait::{eventually, step, within, STEP};
 
 /// Raft timings short enough for quick fail-over in tests.
 pub fn fast_raft(config: &mut BrokerConfig) {
@@ -92,7 +92,11 @@ async fn receive_accepting(
     let deadline = tokio::time::Instant::now() + limit;
     let mut connection = open_at(addr, "consumer").await;
     let mut session = begin_session(&mut connection).await;
-    let mut receiver = step(
+    // The attach answers once the queue's leader serves, which after an
+    // election (and its entry of its own term applied) may take longer
+    // than one step: it too may wait out an election, up to `limit`.
+    let mut receiver = within(
+        limit.max(STEP),
         "receiver attach",
         Receiver::attach(&mut session, "rx", format!("/quorum/{queue}")),
     )
