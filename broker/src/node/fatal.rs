@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::meta::Metadata;
 use crate::quorum::QuorumNode;
+use crate::raft::FirstFault;
 
 /// How often the metadata group's running state is checked.
 const META_CHECK_INTERVAL: Duration = Duration::from_secs(1);
@@ -52,45 +53,30 @@ pub enum FatalError {
 
 /// Where the first fatal fault of a node is published.
 #[derive(Clone)]
-pub(crate) struct FatalWatch(Arc<watch::Sender<Option<FatalError>>>);
+pub(crate) struct FatalWatch(Arc<FirstFault<FatalError>>);
 
 impl FatalWatch {
     pub(crate) fn new() -> FatalWatch {
-        FatalWatch(Arc::new(watch::Sender::new(None)))
+        FatalWatch(Arc::default())
     }
 
     /// Records `error` unless a fault was recorded before (the first one is
     /// the cause; later ones follow from it).
     fn report(&self, error: FatalError) {
-        self.0.send_if_modified(|slot| {
-            if slot.is_some() {
-                return false;
-            }
+        if self.0.record(error.clone()) {
             tracing::error!(%error, "fatal: this node can no longer serve its quorum queues");
-            *slot = Some(error);
-            true
-        });
+        }
     }
 
     /// The first fault, if there was one.
     pub(crate) fn current(&self) -> Option<FatalError> {
-        self.0.borrow().clone()
+        self.0.current()
     }
 
     /// Resolves with the first fault (at once if there was one already);
     /// never resolves if the node stops without one.
     pub(crate) fn wait(&self) -> impl Future<Output = FatalError> + Send + 'static {
-        let mut fault = self.0.subscribe();
-        async move {
-            loop {
-                if let Some(error) = fault.borrow_and_update().clone() {
-                    return error;
-                }
-                if fault.changed().await.is_err() {
-                    return std::future::pending().await;
-                }
-            }
-        }
+        self.0.wait()
     }
 }
 

@@ -246,7 +246,7 @@ pub(super) async fn watch_leadership(
     }
     let fault = crate::raft::core_fault(&metrics.borrow_watched());
     if let (Some(reason), Some(faults)) = (fault, shared.core_faults.get()) {
-        faults.report(&queue, reason);
+        super::node_faults::report(faults, &queue, reason);
     }
 }
 

@@ -11,35 +11,21 @@
 
 use std::future::Future;
 
-use tokio::sync::watch;
-
 use super::node::QuorumNode;
+use crate::raft::FirstFault;
 
 /// The first group fault: the queue's address and openraft's account of
 /// why its core quit.
 pub(crate) type GroupFault = (String, String);
 
 /// Where the node's groups report a core that quit on an error.
-pub(crate) struct CoreFaults(watch::Sender<Option<GroupFault>>);
+pub(crate) type CoreFaults = FirstFault<GroupFault>;
 
-impl Default for CoreFaults {
-    fn default() -> Self {
-        CoreFaults(watch::Sender::new(None))
-    }
-}
-
-impl CoreFaults {
-    /// Record that `queue`'s core quit for `reason`, unless a group's fault
-    /// was recorded before (the first is the one reported).
-    pub(crate) fn report(&self, queue: &str, reason: String) {
-        self.0.send_if_modified(|slot| {
-            if slot.is_some() {
-                return false;
-            }
-            tracing::error!(%queue, %reason, "quorum group stopped on an error");
-            *slot = Some((queue.to_owned(), reason));
-            true
-        });
+/// Record that `queue`'s core quit for `reason`, unless a group's fault
+/// was recorded before (the first is the one reported).
+pub(crate) fn report(faults: &CoreFaults, queue: &str, reason: String) {
+    if faults.record((queue.to_owned(), reason.clone())) {
+        tracing::error!(%queue, %reason, "quorum group stopped on an error");
     }
 }
 
@@ -47,23 +33,13 @@ impl QuorumNode {
     /// The first open group whose core quit on an error: its queue's
     /// address and the error.
     pub fn core_fault(&self) -> Option<(String, String)> {
-        self.core_faults.0.borrow().clone()
+        self.core_faults.current()
     }
 
     /// Resolves with the first group whose core quit on an error (at once
     /// if one did already); never resolves otherwise. Holds no handle of
     /// the node.
     pub(crate) fn core_faulted(&self) -> impl Future<Output = GroupFault> + Send + 'static {
-        let mut fault = self.core_faults.0.subscribe();
-        async move {
-            loop {
-                if let Some(found) = fault.borrow_and_update().clone() {
-                    return found;
-                }
-                if fault.changed().await.is_err() {
-                    return std::future::pending().await;
-                }
-            }
-        }
+        self.core_faults.wait()
     }
 }

@@ -35,7 +35,7 @@ pub(crate) mod snapshot_stream;
 mod status;
 mod store;
 
-pub(crate) use fault::core_fault;
+pub(crate) use fault::{core_fault, FirstFault};
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub(crate) use leadership::MetricsWatch;
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
