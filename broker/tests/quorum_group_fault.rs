@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use common::*;
 use fe2o3_amqp::types::messaging::Outcome;
-use fe2o3_amqp::Sender;
 use ramqpd_broker::{Broker, BrokerConfig, FatalError};
 
 fn config(dir: &Path) -> BrokerConfig {
@@ -51,14 +50,7 @@ fn group_dirs(data_dir: &Path) -> Vec<PathBuf> {
 /// Publish `n` padded messages to `/quorum/<queue>` until one is not
 /// accepted (the group may stop part-way); returns how many were.
 async fn publish_until_refused(addr: std::net::SocketAddr, queue: &str, n: usize) -> usize {
-    let mut connection = open_at(addr, "publisher").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut sender = step(
-        "sender attach",
-        Sender::attach(&mut session, "tx", format!("/quorum/{queue}")),
-    )
-    .await
-    .expect("sender attaches");
+    let (connection, session, mut sender) = open_sender(addr, queue).await;
     let mut accepted = 0;
     for i in 0..n {
         let text = format!("message {i:05} {}", "z".repeat(200));
@@ -67,9 +59,7 @@ async fn publish_until_refused(addr: std::net::SocketAddr, queue: &str, n: usize
             _ => break,
         }
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), sender.close()).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), session.end()).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), connection.close()).await;
+    close_sender((connection, session, sender)).await;
     accepted
 }
 

@@ -12,7 +12,7 @@ use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Connection, Receiver, Sender};
 use ramqpd_broker::BrokerConfig;
 
-use super::fe2o3::{begin_session, Conn};
+use super::fe2o3::{begin_session, Conn, Sess};
 use super::wait::{eventually, step, within, STEP};
 
 /// Raft timings short enough for quick fail-over in tests.
@@ -34,17 +34,32 @@ pub async fn open_at(addr: std::net::SocketAddr, id: &str) -> Conn {
     .expect("connection opens")
 }
 
-/// Publish `texts` to `/quorum/<queue>` through `addr`, each waiting for its
-/// outcome; returns the texts that were accepted.
-pub async fn publish(addr: std::net::SocketAddr, queue: &str, texts: &[String]) -> Vec<String> {
+/// A connection through `addr` with a session and a sender link to
+/// `/quorum/<queue>`, attached within a step.
+pub async fn open_sender(addr: std::net::SocketAddr, queue: &str) -> (Conn, Sess, Sender) {
     let mut connection = open_at(addr, "publisher").await;
     let mut session = begin_session(&mut connection).await;
-    let mut sender = step(
+    let sender = step(
         "sender attach",
         Sender::attach(&mut session, "tx", format!("/quorum/{queue}")),
     )
     .await
     .expect("sender attaches");
+    (connection, session, sender)
+}
+
+/// Close what [`open_sender`] opened. Bounded: a node that never answers
+/// a close must fail the test's next step, not hang it.
+pub async fn close_sender((mut connection, mut session, sender): (Conn, Sess, Sender)) {
+    let _ = tokio::time::timeout(Duration::from_secs(5), sender.close()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), session.end()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), connection.close()).await;
+}
+
+/// Publish `texts` to `/quorum/<queue>` through `addr`, each waiting for its
+/// outcome; returns the texts that were accepted.
+pub async fn publish(addr: std::net::SocketAddr, queue: &str, texts: &[String]) -> Vec<String> {
+    let (connection, session, mut sender) = open_sender(addr, queue).await;
     let mut accepted = Vec::new();
     for text in texts {
         let outcome = step("send", sender.send(text.clone())).await.expect("send");
@@ -52,11 +67,7 @@ pub async fn publish(addr: std::net::SocketAddr, queue: &str, texts: &[String]) 
             accepted.push(text.clone());
         }
     }
-    // Bounded: a node that never answers a close must fail the test's
-    // next step, not hang it.
-    let _ = tokio::time::timeout(Duration::from_secs(5), sender.close()).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), session.end()).await;
-    let _ = tokio::time::timeout(Duration::from_secs(5), connection.close()).await;
+    close_sender((connection, session, sender)).await;
     accepted
 }
 
