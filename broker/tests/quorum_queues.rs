@@ -90,6 +90,7 @@ async fn three_node_cluster_keeps_accepted_messages_when_the_leader_stops() {
     let mut cluster = Cluster::start(3, base).await.unwrap();
     let first_node = cluster.addr(1).unwrap();
     let mut accepted = publish(first_node, "orders", &texts(0..100)).await;
+    wait_replicated(&cluster, "orders", 100, Duration::from_secs(20)).await;
     let leader = cluster.leader_of("orders").expect("a leader");
     let mut received = consume(cluster.addr(leader).unwrap(), "orders", 30).await;
     assert_eq!(received, texts(0..30));
@@ -352,6 +353,7 @@ async fn snapshots_restore_a_restarted_node_and_catch_up_a_lagging_follower() {
     base.quorum.snapshot_every_entries = 40;
     let mut cluster = Cluster::start(3, base).await.unwrap();
     publish(cluster.addr(1).unwrap(), "snap", &texts(0..1)).await;
+    wait_replicated(&cluster, "snap", 1, Duration::from_secs(20)).await;
     let leader = cluster.leader_of("snap").unwrap();
     let lagging = cluster
         .running()

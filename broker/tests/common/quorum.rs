@@ -15,8 +15,11 @@ use ramqpd_broker::BrokerConfig;
 use super::fe2o3::{begin_session, Conn, Sess};
 use super::wait::{eventually, step, within, STEP};
 
-/// Raft timings short enough for quick fail-over in tests.
+/// Raft timings short enough for quick fail-over in tests. Every cluster
+/// test starts here, so it also installs the opt-in logs
+/// (`RAMQP_TEST_LOG`, see `trace.rs`).
 pub fn fast_raft(config: &mut BrokerConfig) {
+    super::trace::trace_from_env();
     config.quorum.heartbeat_interval_ms = 100;
     config.quorum.election_timeout_min_ms = 600;
     config.quorum.election_timeout_max_ms = 1200;
@@ -291,6 +294,32 @@ pub async fn wait_for_leader(
     })
     .await;
     leader.expect("eventually returned with a leader")
+}
+
+/// Waits up to `limit` until every running node of `cluster` holds a
+/// replica of `/quorum/<queue>` with `ready` messages: the declaration
+/// and the log reached all of them. A test that stops a node right after
+/// its first publishes needs this: the third node may not have applied
+/// the declaration yet (the metadata leader can be the node stopped), and
+/// then stopping one node leaves the queue's leader without a quorum.
+pub async fn wait_replicated(
+    cluster: &ramqpd_broker::Cluster,
+    queue: &str,
+    ready: usize,
+    limit: Duration,
+) {
+    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}"))
+        .expect("a quorum queue address");
+    eventually(limit, "every node holds the queue's messages", || {
+        cluster.running().into_iter().all(|n| {
+            cluster
+                .node(n)
+                .and_then(|b| b.quorum().get(&address))
+                .map(|q| ramqpd_broker::queue::Queue::stats(q.as_ref()).ready)
+                == Some(ready)
+        })
+    })
+    .await;
 }
 
 /// The leader of `queue` (awaited up to `limit`) and the two other
