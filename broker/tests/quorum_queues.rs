@@ -141,11 +141,20 @@ async fn without_a_quorum_no_publish_is_accepted_and_none_hangs() {
     let result = within(Duration::from_secs(30), "publishes without quorum", async {
         let mut connection = open_at(addr, "no-quorum").await;
         let mut session = begin_session(&mut connection).await;
-        let Ok(mut sender) = Sender::attach(&mut session, "tx", "/quorum/solo").await else {
-            return Vec::new(); // refused: not leader any more
-        };
         let mut outcomes = Vec::new();
         for i in 0..3 {
+            // A fresh link per publish, as a client resending would: the
+            // broker may detach the link together with a `released`
+            // outcome (this node does not lead), and a second send on it
+            // races fe2o3's handling of that detach (it sent on the
+            // detached handle, the broker ended the session as the spec
+            // requires, and fe2o3's send never returned).
+            let Ok(mut sender) =
+                Sender::attach(&mut session, format!("tx-{i}"), "/quorum/solo").await
+            else {
+                outcomes.push("attach refused".to_string());
+                break;
+            };
             match sender.send(format!("late-{i}")).await {
                 Ok(outcome) => outcomes.push(format!("{outcome:?}")),
                 Err(error) => {
@@ -153,6 +162,7 @@ async fn without_a_quorum_no_publish_is_accepted_and_none_hangs() {
                     break;
                 }
             }
+            let _ = tokio::time::timeout(Duration::from_secs(2), sender.close()).await;
         }
         outcomes
     })
