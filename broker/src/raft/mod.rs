@@ -2,6 +2,8 @@
 //! groups (`crate::quorum`) and the cluster-metadata group (`crate::meta`).
 //!
 //! - `group.rs`: group ids (derived from a queue's name; id 0 reserved);
+//! - `boxed_runtime.rs`, `boxed_mpsc.rs`: the runtime the quorum groups
+//!   run on, tokio with openraft's channels boxed (less heap per group);
 //! - `network.rs`: openraft's network traits over a [`crate::net::NodeTransport`];
 //! - `append_stream.rs`: the leader's pipelined AppendEntries to a follower;
 //! - `append_feed.rs`: the follower's side, one ordered feed per group;
@@ -24,6 +26,8 @@
 
 pub mod append_feed;
 pub mod append_stream;
+mod boxed_mpsc;
+mod boxed_runtime;
 mod fault;
 pub(crate) mod fuzz_checks;
 mod group;
@@ -35,6 +39,7 @@ pub(crate) mod snapshot_stream;
 mod status;
 mod store;
 
+pub use boxed_runtime::BoxedRuntime;
 pub(crate) use fault::{core_fault, FirstFault};
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub(crate) use leadership::MetricsWatch;

@@ -1,0 +1,95 @@
+//! The async runtime every quorum group's openraft runs on: tokio, as
+//! openraft's own `TokioRuntime`, except that its channels box their
+//! messages (`boxed_mpsc.rs`: ~31 KiB less heap per idle group).
+//!
+//! Must not know: anything of Raft or queues; it only forwards to tokio.
+
+use std::future::Future;
+use std::time::Duration;
+
+use openraft::rt::{AsyncRuntime, OptionalSend};
+use openraft_rt_tokio::{TokioInstant, TokioMutex, TokioOneshot, TokioRuntime, TokioWatch};
+
+use super::boxed_mpsc::BoxedMpsc;
+
+/// tokio with boxed channels (see the module header).
+#[derive(Debug)]
+pub struct BoxedRuntime(TokioRuntime);
+
+impl AsyncRuntime for BoxedRuntime {
+    type JoinError = <TokioRuntime as AsyncRuntime>::JoinError;
+    type JoinHandle<T: OptionalSend + 'static> = <TokioRuntime as AsyncRuntime>::JoinHandle<T>;
+    type Sleep = <TokioRuntime as AsyncRuntime>::Sleep;
+    type Instant = TokioInstant;
+    type TimeoutError = <TokioRuntime as AsyncRuntime>::TimeoutError;
+    type Timeout<R, T: Future<Output = R> + OptionalSend> =
+        <TokioRuntime as AsyncRuntime>::Timeout<R, T>;
+    type ThreadLocalRng = <TokioRuntime as AsyncRuntime>::ThreadLocalRng;
+
+    fn spawn<T>(future: T) -> Self::JoinHandle<T::Output>
+    where
+        T: Future + OptionalSend + 'static,
+        T::Output: OptionalSend + 'static,
+    {
+        TokioRuntime::spawn(future)
+    }
+
+    fn sleep(duration: Duration) -> Self::Sleep {
+        TokioRuntime::sleep(duration)
+    }
+
+    fn sleep_until(deadline: Self::Instant) -> Self::Sleep {
+        TokioRuntime::sleep_until(deadline)
+    }
+
+    fn timeout<R, F: Future<Output = R> + OptionalSend>(
+        duration: Duration,
+        future: F,
+    ) -> Self::Timeout<R, F> {
+        TokioRuntime::timeout(duration, future)
+    }
+
+    fn timeout_at<R, F: Future<Output = R> + OptionalSend>(
+        deadline: Self::Instant,
+        future: F,
+    ) -> Self::Timeout<R, F> {
+        TokioRuntime::timeout_at(deadline, future)
+    }
+
+    fn is_panic(join_error: &Self::JoinError) -> bool {
+        TokioRuntime::is_panic(join_error)
+    }
+
+    fn thread_rng() -> Self::ThreadLocalRng {
+        TokioRuntime::thread_rng()
+    }
+
+    type Mpsc = BoxedMpsc;
+    type Watch = TokioWatch;
+    type Oneshot = TokioOneshot;
+    type Mutex<T: OptionalSend + 'static> = TokioMutex<T>;
+
+    fn new(threads: usize) -> Self {
+        BoxedRuntime(TokioRuntime::new(threads))
+    }
+
+    fn block_on<F, T>(&mut self, future: F) -> T
+    where
+        F: Future<Output = T>,
+    {
+        self.0.block_on(future)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// openraft's own conformance suite for runtimes: spawning, timers,
+    /// selects, and every channel's send, receive, close, weak sender and
+    /// back-pressure rules.
+    #[test]
+    fn passes_openraft_runtime_suite() {
+        openraft::rt::testing::Suite::<BoxedRuntime>::test_all();
+    }
+}
