@@ -1,10 +1,11 @@
 //! openraft's bounded channels with each message boxed: a tokio channel
 //! reserves its first block of 32 slots when it is made, and openraft
 //! makes four per group (API, snapshot installs, notifications, state
-//! machine commands) of messages of 160-288 bytes: ~32 KiB per group, a
+//! machine commands) of messages of 160-288 bytes: ~31 KiB per group, a
 //! third of an idle group's heap. Boxed, a slot is one pointer (256 bytes
-//! a block); each message then costs one allocation, nothing beside a
-//! Raft commit. Used by every group through [`super::BoxedRuntime`].
+//! a block); each message then costs one allocation, which a quiet A/B
+//! of the commit path did not resolve from its spread (docs/benchmarks.md,
+//! "third pass"). Used by every group through [`super::BoxedRuntime`].
 //!
 //! Must not know: what the messages are; it only carries them.
 
