@@ -15,24 +15,14 @@ use std::time::Duration;
 
 use common::*;
 use ramqpd_broker::config::{Overflow, PolicyConfig};
-use ramqpd_broker::queue::QueueAddress;
 use ramqpd_broker::{BrokerConfig, Cluster};
 
 /// The depth (ready + unsettled) of `/quorum/<name>` on each running node.
 fn depths(cluster: &Cluster, name: &str) -> Vec<usize> {
-    let address = QueueAddress::parse(&format!("/quorum/{name}")).expect("an address");
     cluster
         .running()
         .into_iter()
-        .map(|id| {
-            cluster
-                .node(id)
-                .and_then(|node| node.quorum().get(&address))
-                .map_or(usize::MAX, |q| {
-                    let stats = ramqpd_broker::queue::Queue::stats(&*q);
-                    stats.ready + stats.unsettled
-                })
-        })
+        .map(|id| replica_stats(cluster, id, name).map_or(usize::MAX, |s| s.ready + s.unsettled))
         .collect()
 }
 

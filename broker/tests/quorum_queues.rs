@@ -379,13 +379,8 @@ async fn snapshots_restore_a_restarted_node_and_catch_up_a_lagging_follower() {
     // The lagging follower comes back; the entries it missed are purged on
     // the leader, so it can only catch up from a snapshot (with bodies).
     cluster.restart(lagging).await.unwrap();
-    let address = ramqpd_broker::queue::QueueAddress::parse("/quorum/snap").unwrap();
     eventually(Duration::from_secs(20), "the follower catches up", || {
-        cluster
-            .node(lagging)
-            .and_then(|n| n.quorum().get(&address))
-            .map(|q| ramqpd_broker::queue::Queue::stats(q.as_ref()).ready)
-            == Some(200)
+        replica_stats(&cluster, lagging, "snap").map(|s| s.ready) == Some(200)
     })
     .await;
 

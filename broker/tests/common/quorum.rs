@@ -296,6 +296,19 @@ pub async fn wait_for_leader(
     leader.expect("eventually returned with a leader")
 }
 
+/// The stats of node `node`'s replica of `/quorum/<queue>`, if that node
+/// runs and holds one.
+pub fn replica_stats(
+    cluster: &ramqpd_broker::Cluster,
+    node: u64,
+    queue: &str,
+) -> Option<ramqpd_broker::queue::QueueStats> {
+    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}"))
+        .expect("a quorum queue address");
+    let replica = cluster.node(node)?.quorum().get(&address)?;
+    Some(ramqpd_broker::queue::Queue::stats(replica.as_ref()))
+}
+
 /// Waits up to `limit` until every running node of `cluster` holds a
 /// replica of `/quorum/<queue>` with `ready` messages: the declaration
 /// and the log reached all of them. A test that stops a node right after
@@ -308,16 +321,11 @@ pub async fn wait_replicated(
     ready: usize,
     limit: Duration,
 ) {
-    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}"))
-        .expect("a quorum queue address");
     eventually(limit, "every node holds the queue's messages", || {
-        cluster.running().into_iter().all(|n| {
-            cluster
-                .node(n)
-                .and_then(|b| b.quorum().get(&address))
-                .map(|q| ramqpd_broker::queue::Queue::stats(q.as_ref()).ready)
-                == Some(ready)
-        })
+        cluster
+            .running()
+            .into_iter()
+            .all(|n| replica_stats(cluster, n, queue).map(|s| s.ready) == Some(ready))
     })
     .await;
 }
