@@ -385,6 +385,11 @@ pub struct QuorumConfig {
     pub segment_writeback_step_bytes: u32,
     /// redb's page cache for the node's Raft log, in bytes.
     pub log_cache_bytes: usize,
+    /// The Raft log's append journal, in bytes: batches of appends are made
+    /// durable there with one write and one fdatasync each and folded into
+    /// redb in large transactions (store-redb's `journal.rs`). 0: every
+    /// batch is a redb commit.
+    pub log_journal_bytes: u64,
     /// Publishers to quorum queues get no new credit while the free space
     /// under the data dir is below this (0: no check).
     pub min_free_disk_bytes: u64,
@@ -432,6 +437,8 @@ impl Default for QuorumConfig {
             // below paging and cannot name it).
             segment_writeback_step_bytes: 4 * 1024 * 1024,
             log_cache_bytes: 32 * 1024 * 1024,
+            // store-redb's `JOURNAL_BYTES_DEFAULT` (config cannot name it).
+            log_journal_bytes: 4 * 1024 * 1024,
             min_free_disk_bytes: 50 * 1024 * 1024,
             max_data_bytes: 0,
             memory_high_watermark_bytes: 0,

@@ -290,6 +290,7 @@ async fn metrics_follow_a_real_client() {
     assert!(samples["ramqp_raft_commit_latency_seconds_bucket{le=\"+Inf\"}"] >= 1.0);
     assert!(samples["ramqp_store_commits_total"] >= 1.0);
     assert!(samples["ramqp_store_written_bytes_total"] > 0.0);
+    assert!(samples.contains_key("ramqp_store_journal_folds_total"));
     assert_eq!(
         samples["ramqp_store_commit_duration_seconds_count"],
         samples["ramqp_store_commits_total"]

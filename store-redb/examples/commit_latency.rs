@@ -8,6 +8,8 @@
 //!   and one fdatasync each); with `--committed true` (the default) it first
 //!   saves the previous entry as committed, as a Raft leader with one entry
 //!   in flight does, so the committed log id rides in the same commit;
+//!   `--journal-bytes` sizes the store's append journal (default: the
+//!   store's default; 0: no journal, so each append is a redb commit);
 //! - `fsync`: the floor: each process writes `--payload-bytes` at the next
 //!   offset of a file zero-filled ahead (64 MiB, synced before the clock
 //!   starts) and calls `fdatasync`, so no write allocates a block or moves
@@ -63,6 +65,8 @@ struct Args {
     /// as a Raft leader with one entry in flight does (the committed log id
     /// then rides in the same commit as the append).
     committed: bool,
+    /// `redb` mode: the store's `journal_bytes`.
+    journal_bytes: u64,
     /// Set in a child: the file its latencies go to.
     child_out: Option<PathBuf>,
 }
@@ -75,6 +79,7 @@ fn parse_args() -> Result<Args, BoxError> {
         payload_bytes: 256,
         dir: std::env::temp_dir(),
         committed: true,
+        journal_bytes: ramqpd_store_redb::JOURNAL_BYTES_DEFAULT,
         child_out: None,
     };
     let mut it = std::env::args().skip(1);
@@ -87,6 +92,7 @@ fn parse_args() -> Result<Args, BoxError> {
             "--payload-bytes" => args.payload_bytes = value.parse()?,
             "--dir" => args.dir = value.into(),
             "--committed" => args.committed = value.parse()?,
+            "--journal-bytes" => args.journal_bytes = value.parse()?,
             "--child-out" => args.child_out = Some(value.into()),
             _ => return Err(format!("unknown flag {flag}").into()),
         }
@@ -158,7 +164,11 @@ fn run_redb(args: &Args, dir: &Path) -> Result<Measured, BoxError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let store = LogStore::open(dir.join("latency.redb"), LogStoreOptions::default())?;
+    let options = LogStoreOptions {
+        journal_bytes: args.journal_bytes,
+        ..LogStoreOptions::default()
+    };
+    let store = LogStore::open(dir.join("latency.redb"), options)?;
     let mut group = store.group::<TypeConfig>(1)?;
     let data = "x".repeat(args.payload_bytes);
     let mut index = 0;
@@ -292,6 +302,7 @@ fn main() -> Result<(), BoxError> {
                 .args(["--seconds", &args.seconds.to_string()])
                 .args(["--payload-bytes", &args.payload_bytes.to_string()])
                 .args(["--committed", &args.committed.to_string()])
+                .args(["--journal-bytes", &args.journal_bytes.to_string()])
                 .arg("--dir")
                 .arg(&args.dir)
                 .arg("--child-out")
@@ -326,13 +337,14 @@ fn main() -> Result<(), BoxError> {
     // architecture this runs on.
     let us_per_tick = 10_000.0;
     println!(
-        "{{\"mode\":\"{}\",\"procs\":{},\"payload_bytes\":{},\"committed\":{},\"seconds\":{},\"commits\":{},\
+        "{{\"mode\":\"{}\",\"procs\":{},\"payload_bytes\":{},\"committed\":{},\"journal_bytes\":{},\"seconds\":{},\"commits\":{},\
          \"commits_per_s\":{:.0},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"max_us\":{},\
          \"write_bytes_per_commit\":{:.0},\"cpu_user_us_per_commit\":{:.1},\"cpu_sys_us_per_commit\":{:.1}}}",
         args.mode,
         args.procs,
         args.payload_bytes,
         args.committed,
+        args.journal_bytes,
         args.seconds,
         latency.len(),
         latency.len() as f64 / args.seconds as f64,

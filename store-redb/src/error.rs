@@ -108,6 +108,22 @@ pub enum Error {
     #[error("starting the writer thread: {0}")]
     WriterSpawn(#[source] std::io::Error),
 
+    /// Reading, writing or syncing the append journal failed
+    /// (`journal.rs`).
+    #[error("append journal: {0}")]
+    Journal(#[source] std::io::Error),
+
+    /// A journal record with a right checksum does not decode: written by
+    /// an incompatible version, or a bug. The store refuses to open rather
+    /// than drop the appends it may hold.
+    #[error("append journal: record at offset {offset} does not decode: {reason}")]
+    JournalCorrupt {
+        /// Where the record starts in the journal file.
+        offset: u64,
+        /// What the decoder said.
+        reason: String,
+    },
+
     /// The write transaction holding this request failed. Every request of
     /// that transaction gets this error, and every request after it too: the
     /// store refuses writes until it is reopened, since the in-memory tails

@@ -1,6 +1,7 @@
-//! The check the `store_record` fuzz target (and the corpus replay test)
-//! runs on `record`'s decoder, the one every value read from the
-//! redb file goes through; pub for the fuzz targets, which live in the
+//! The checks the `store_record` and `store_journal` fuzz targets (and the
+//! corpus replay test) run: on `record`'s decoder, the one every value
+//! read from the redb file goes through, and on the append journal's scan
+//! at open (`journal.rs`); pub for the fuzz targets, which live in the
 //! broker's fuzz workspace and pick the payload types (log entries of
 //! every group, votes, log ids). A failed check panics: that is what
 //! libFuzzer reports.
@@ -11,6 +12,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::Error;
+use crate::journal::scan_bytes;
+use crate::journal_record;
 use crate::record::{self, HEADER_LEN};
 use crate::tables::RecordKey;
 
@@ -54,4 +57,68 @@ pub fn record<T: Serialize + DeserializeOwned>(key: RecordKey, bytes: &[u8]) {
         Err(Error::Decode { .. }) => assert!(crc_holds, "{key}: decoded a wrong CRC"),
         Err(e) => panic!("{key}: refused for a reason that is not in the bytes: {e}"),
     }
+}
+
+/// The journal file `data[1..]` as the scan at open reads it. The first
+/// byte picks the generation looked for (bits 1-2: 1 to 4) and whether the
+/// rest is first framed as one record of it with a right CRC (bit 0), so
+/// inputs reach the payload decoder. What is accepted must encode again
+/// into one record that scans back to the same appends; what is refused
+/// must be a record with a right CRC whose payload does not decode.
+pub fn journal(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let generation = u64::from((mode >> 1) & 3) + 1;
+    let file = if mode & 1 == 1 {
+        journal_record::frame(generation, rest)
+    } else {
+        rest.to_vec()
+    };
+    match scan_bytes(&file, generation) {
+        Ok(appends) => {
+            let mut again = Vec::new();
+            journal_record::encode(
+                &mut again,
+                generation,
+                appends
+                    .iter()
+                    .map(|a| (a.group_id, a.records.as_slice(), a.committed.as_deref())),
+            );
+            let rescanned = scan_bytes(&again, generation).expect("a re-encoded journal scans");
+            assert_eq!(rescanned, appends, "re-encoded appends differ");
+        }
+        Err(Error::JournalCorrupt { offset, .. }) => {
+            let header = journal_record::header(&file[offset as usize..])
+                .expect("refused where a record starts");
+            let start = offset as usize + journal_record::HEADER_LEN;
+            let payload = &file[start..start + header.payload_len as usize];
+            assert!(header.matches(payload), "refused a record with a wrong CRC");
+            assert!(journal_record::decode_payload(payload).is_err());
+        }
+        Err(e) => panic!("journal refused for a reason that is not in the bytes: {e}"),
+    }
+}
+
+/// Journals as the store writes them, with the mode byte of [`journal`]:
+/// the seeds of its fuzz target. `records` are `(group id, index, framed
+/// record)`; every second one carries a committed record too.
+pub fn journal_seeds(records: &[(u64, u64, Vec<u8>)]) -> Vec<Vec<u8>> {
+    let committed = b"committed".to_vec();
+    let mut file = Vec::new();
+    for (i, (group_id, index, record)) in records.iter().enumerate() {
+        let rows = [(*index, record.clone())];
+        let with = (i % 2 == 1).then_some(committed.as_slice());
+        journal_record::encode(&mut file, 1, [(*group_id, &rows[..], with)]);
+    }
+    let mut one = Vec::new();
+    journal_record::encode(&mut one, 2, []);
+    [(0u8, file), (2u8, one)]
+        .into_iter()
+        .map(|(mode, bytes)| {
+            let mut seed = vec![mode];
+            seed.extend_from_slice(&bytes);
+            seed
+        })
+        .collect()
 }

@@ -6,24 +6,29 @@
 //! |---|---|
 //! | 1 | first layout: entries, and the vote, committed and last-purged ids in `raft_meta` |
 //! | 2 | the committed log id moved into `raft_entries`, at `COMMITTED_INDEX` after the group's entries |
+//! | 3 | appends may wait in the journal beside the file (`journal.rs`); `store_format` keeps the last folded generation |
 //!
-//! A layout 1 file is converted in the open's first transaction (whole or
-//! not at all); a file of a layout this build does not know is refused with
-//! [`Error::UnsupportedFormat`], as a build that reads only layout 1 refuses
-//! a layout 2 file. Knows redb tables, not Raft.
+//! Layout 1 and 2 files are converted in the open's first transaction
+//! (whole or not at all; from 2 only the version changes); a file of a
+//! layout this build does not know is refused with
+//! [`Error::UnsupportedFormat`], as a build that reads only layout 2
+//! refuses a layout 3 file (it would not replay the journal). Knows redb
+//! tables, not Raft.
 
 use redb::{Database, ReadableTable};
 
 use crate::error::Error;
 use crate::tables::{
     MetaKind, COMMITTED_INDEX, ENTRIES, FORMAT, FORMAT_KEY, FORMAT_VERSION,
-    FORMAT_VERSION_CONVERTED, META,
+    FORMAT_VERSION_CONVERTED, FORMAT_VERSION_WITHOUT_JOURNAL, JOURNAL_FOLDED_KEY, META,
 };
 
 /// Creates the tables and checks the format version; converts a layout 1
-/// file to layout 2 (see [`convert_from_layout_1`]).
-pub(crate) fn init_tables(db: &Database) -> Result<(), Error> {
+/// or 2 file (see [`convert_from_layout_1`]). Returns the last journal
+/// generation folded into the tables.
+pub(crate) fn init_tables(db: &Database) -> Result<u64, Error> {
     let txn = db.begin_write()?;
+    let folded;
     {
         let mut format = txn.open_table(FORMAT)?;
         let found = format.get(FORMAT_KEY)?.map(|v| v.value());
@@ -32,12 +37,16 @@ pub(crate) fn init_tables(db: &Database) -> Result<(), Error> {
                 format.insert(FORMAT_KEY, FORMAT_VERSION)?;
             }
             Some(FORMAT_VERSION) => {}
+            Some(FORMAT_VERSION_WITHOUT_JOURNAL) => {
+                format.insert(FORMAT_KEY, FORMAT_VERSION)?;
+                tracing::info!("store-redb: the log file is now layout 3 (with a journal)");
+            }
             Some(FORMAT_VERSION_CONVERTED) => {
                 let moved = convert_from_layout_1(&txn)?;
                 format.insert(FORMAT_KEY, FORMAT_VERSION)?;
                 tracing::info!(
                     committed_rows_moved = moved,
-                    "store-redb: converted the log file from layout 1 to layout 2"
+                    "store-redb: converted the log file from layout 1 to layout 3"
                 );
             }
             Some(found) => {
@@ -47,11 +56,12 @@ pub(crate) fn init_tables(db: &Database) -> Result<(), Error> {
                 })
             }
         }
+        folded = format.get(JOURNAL_FOLDED_KEY)?.map_or(0, |v| v.value());
         txn.open_table(ENTRIES)?;
         txn.open_table(META)?;
     }
     txn.commit()?;
-    Ok(())
+    Ok(folded)
 }
 
 /// Layout 1 kept each group's committed log id in `raft_meta`; layout 2

@@ -17,7 +17,9 @@
 //! Module map: `store` (the node-wide handle) → `raft` (openraft trait
 //! impls) → `group` (a group's state and read path) and `tail` (appended,
 //! not yet durable entries) → `writer` (the group-commit thread) →
-//! `record` (CRC framing, postcard) and `tables` (redb tables, keys);
+//! `apply` (how each write lands in a transaction's tables) and `journal`
+//! (the append journal; `journal_record` its framing) → `record` (CRC
+//! framing, postcard) and `tables` (redb tables, keys);
 //! `layout` (the file's layout version, older layouts converted at open);
 //! `compact` (when and how the file gives back its free space); `error`,
 //! `stats`; `fuzz_checks` (the fuzz targets' record check); `lossy_file`
@@ -29,11 +31,15 @@
 #![warn(unreachable_pub, missing_docs)]
 #![forbid(unsafe_code)]
 
+mod apply;
 mod compact;
 mod error;
+mod fold;
 #[doc(hidden)]
 pub mod fuzz_checks;
 mod group;
+mod journal;
+mod journal_record;
 mod layout;
 #[cfg(any(test, feature = "test-backends"))]
 pub mod lossy_file;
@@ -46,6 +52,8 @@ mod tables;
 mod tail;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_journal;
 mod writer;
 
 pub use error::Error;
@@ -53,6 +61,6 @@ pub use group::{GroupLogReader, GroupLogStore};
 pub use stats::{BatchStats, BatchStatsSnapshot, COMMIT_TIME_BUCKETS_SECONDS};
 pub use store::{
     LogStore, LogStoreOptions, VerifyReport, BATCH_REQUESTS_MAX_DEFAULT, CACHE_SIZE_BYTES_DEFAULT,
-    WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT,
+    JOURNAL_BYTES_DEFAULT, WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT,
 };
 pub use tables::{MetaKind, RecordKey};

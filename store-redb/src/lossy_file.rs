@@ -29,7 +29,8 @@ const PAGE: u64 = 4096;
 #[derive(Debug)]
 pub struct CrashSwitch {
     crashed: AtomicBool,
-    /// Pages written and not yet synced, as of the last write or sync.
+    /// Pages written and not yet synced, over every file of the switch
+    /// (a store's database and its journal share one).
     dirty_pages: AtomicU64,
     /// Writes to let through before the power goes (`crash_at_write`);
     /// negative when not armed.
@@ -69,8 +70,10 @@ impl CrashSwitch {
     }
 
     /// Cut the power in the middle of a commit: `writes` more writes go
-    /// into the page cache, the next one finds the power gone (so the
-    /// cut lands between a commit's writes and its sync).
+    /// into the page cache, the next write or sync finds the power gone
+    /// (so the cut lands between a commit's writes and its sync, whether
+    /// the commit is several writes, as a redb commit, or one, as a
+    /// journal record).
     pub fn crash_at_write(&self, writes: u32) {
         self.countdown.store(i64::from(writes), Ordering::SeqCst);
     }
@@ -82,20 +85,28 @@ impl CrashSwitch {
 
     /// Counts one write down; true when this write finds the power gone.
     fn cut_now(&self) -> bool {
-        if self.is_crashed() {
+        if self.cut_at_sync() {
             return true;
         }
         let left = self.countdown.load(Ordering::SeqCst);
-        if left < 0 {
-            return false;
+        if left > 0 {
+            self.countdown.store(left - 1, Ordering::SeqCst);
         }
-        if left == 0 {
+        false
+    }
+
+    /// True when a sync (or a write) finds the power gone: cut already, or
+    /// an armed countdown has let its writes through.
+    fn cut_at_sync(&self) -> bool {
+        if self.is_crashed() {
+            return true;
+        }
+        if self.countdown.load(Ordering::SeqCst) == 0 {
             self.lost_at_cut
                 .store(self.dirty_pages.load(Ordering::SeqCst), Ordering::SeqCst);
             self.crashed.store(true, Ordering::SeqCst);
             return true;
         }
-        self.countdown.store(left - 1, Ordering::SeqCst);
         false
     }
 }
@@ -248,7 +259,11 @@ impl redb::StorageBackend for LossyFile {
             // Pages past the end go; the last one keeps zeros past it, so
             // a later growth reads zeros there.
             let last = len / PAGE;
+            let before = overlay.pages.len();
             overlay.pages.retain(|n, _| *n <= last);
+            self.switch
+                .dirty_pages
+                .fetch_sub((before - overlay.pages.len()) as u64, Ordering::SeqCst);
             let within = (len % PAGE) as usize;
             if let Some(page) = overlay.pages.get_mut(&last) {
                 page[within..].fill(0);
@@ -260,7 +275,7 @@ impl redb::StorageBackend for LossyFile {
     }
 
     fn sync_data(&self) -> Result<(), io::Error> {
-        if self.switch.is_crashed() {
+        if self.switch.cut_at_sync() {
             return Err(crashed_error());
         }
         let mut overlay = self.overlay();
@@ -277,9 +292,11 @@ impl redb::StorageBackend for LossyFile {
             self.file.write_all_at(&page[..keep], start)?;
         }
         self.file.sync_data()?;
+        self.switch
+            .dirty_pages
+            .fetch_sub(overlay.pages.len() as u64, Ordering::SeqCst);
         overlay.pages.clear();
         overlay.zero_from = overlay.len;
-        self.switch.dirty_pages.store(0, Ordering::SeqCst);
         Ok(())
     }
 
@@ -288,6 +305,7 @@ impl redb::StorageBackend for LossyFile {
             return Err(crashed_error());
         }
         let mut overlay = self.overlay();
+        let before = overlay.pages.len();
         let end = offset + data.len() as u64;
         let mut at = offset;
         while at < end {
@@ -306,7 +324,7 @@ impl redb::StorageBackend for LossyFile {
         overlay.len = overlay.len.max(end);
         self.switch
             .dirty_pages
-            .store(overlay.pages.len() as u64, Ordering::SeqCst);
+            .fetch_add((overlay.pages.len() - before) as u64, Ordering::SeqCst);
         Ok(())
     }
 
@@ -332,14 +350,26 @@ impl crate::LogStore {
         switch: Arc<CrashSwitch>,
         options: crate::LogStoreOptions,
     ) -> Result<crate::LogStore, crate::Error> {
-        let backend = LossyFile::open(path, switch).map_err(|e| {
-            if e.kind() == io::ErrorKind::WouldBlock {
-                crate::Error::Database(redb::Error::DatabaseAlreadyOpen)
+        let open = |path: &Path| {
+            LossyFile::open(path, switch.clone()).map_err(|e| {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    crate::Error::Database(redb::Error::DatabaseAlreadyOpen)
+                } else {
+                    crate::Error::Database(redb::Error::from(e))
+                }
+            })
+        };
+        let backend = open(path)?;
+        // The journal shares the power switch: a cut loses what neither
+        // file synced.
+        let journal_path = crate::store::journal_path(path);
+        let journal: Option<Box<dyn redb::StorageBackend>> =
+            if options.journal_bytes > 0 || journal_path.exists() {
+                Some(Box::new(open(&journal_path)?))
             } else {
-                crate::Error::Database(redb::Error::from(e))
-            }
-        })?;
-        crate::LogStore::open_with_backend(backend, options)
+                None
+            };
+        crate::LogStore::open_with_backends(backend, journal, options)
     }
 }
 
@@ -393,6 +423,25 @@ mod tests {
         assert!(switch.is_crashed());
         assert_eq!(switch.lost_at_cut(), 2);
         assert!(file.sync_data().is_err());
+    }
+
+    #[test]
+    fn an_armed_cut_lands_on_the_sync_after_the_writes_of_every_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let switch = CrashSwitch::new();
+        let db = LossyFile::open(&dir.path().join("db"), switch.clone()).unwrap();
+        let journal = LossyFile::open(&dir.path().join("journal"), switch.clone()).unwrap();
+        db.write(0, b"a").unwrap();
+        switch.crash_at_write(1);
+        journal.write(0, b"record").unwrap();
+        // The journal's sync comes next, with its record and the other
+        // file's page still in the page cache.
+        assert!(
+            journal.sync_data().is_err(),
+            "the sync finds the power gone"
+        );
+        assert_eq!(switch.lost_at_cut(), 2, "one dirty page in each file");
+        assert!(db.sync_data().is_err());
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::group::{GroupLogReader, GroupLogStore, GroupShared, TruncatePending};
 use crate::record;
 use crate::store::LogStore;
 use crate::tables::{MetaKind, RecordKey};
-use crate::writer::{Completion, WriteOp};
+use crate::writer::{Applied, Completion, WriteOp};
 
 /// `range` as a half-open `start..end` of indexes.
 fn index_bounds<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
@@ -157,8 +157,8 @@ where
 
     /// `append` with a plain completion instead of openraft's `IOFlushed`:
     /// the entries are readable when this returns, and `on_flushed` runs on
-    /// the writer thread once they are durable (after the tail let go of
-    /// them) or the commit failed.
+    /// the writer thread once they are durable (in the journal or the
+    /// tables) or the write failed.
     pub(crate) async fn append_with(
         &mut self,
         entries: Vec<C::Entry>,
@@ -172,13 +172,9 @@ where
             *committed = self.shared.lock().committed_unwritten.take();
         }
         let shared = self.shared.clone();
-        let completion: Completion = Box::new(move |result| {
-            if result.is_ok() {
-                shared.lock().tail.release_through(write_seq);
-            }
-            on_flushed(result);
-        });
-        permit.send(op, Some(completion));
+        // Once the entries are in the tables, reads find them there.
+        let applied: Applied = Box::new(move || shared.lock().tail.release_through(write_seq));
+        permit.send_append(op, applied, on_flushed);
         Ok(())
     }
 

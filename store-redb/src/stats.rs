@@ -12,6 +12,7 @@ use std::time::Duration;
 #[derive(Debug, Default)]
 pub struct BatchStats {
     commits: AtomicU64,
+    journal_folds: AtomicU64,
     failed_commits: AtomicU64,
     requests: AtomicU64,
     records: AtomicU64,
@@ -35,8 +36,13 @@ pub const COMMIT_TIME_BUCKETS_SECONDS: [f64; 15] = [
 /// A copy of the [`BatchStats`] counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchStatsSnapshot {
-    /// Write transactions committed (each is one fsync).
+    /// Durable writes of requests: journal records written and write
+    /// transactions committed (each is one fsync). A fold with no request
+    /// of its own is not one.
     pub commits: u64,
+    /// Folds of the append journal into the tables (each one transaction
+    /// and one fsync, also counted in `commits` when it carried requests).
+    pub journal_folds: u64,
     /// Write transactions that failed.
     pub failed_commits: u64,
     /// Requests (appends, votes, truncates, purges, ...) committed.
@@ -81,6 +87,7 @@ impl BatchStatsSnapshot {
     pub fn since(&self, earlier: &BatchStatsSnapshot) -> BatchStatsSnapshot {
         BatchStatsSnapshot {
             commits: self.commits - earlier.commits,
+            journal_folds: self.journal_folds - earlier.journal_folds,
             failed_commits: self.failed_commits - earlier.failed_commits,
             requests: self.requests - earlier.requests,
             records: self.records - earlier.records,
@@ -118,6 +125,7 @@ impl BatchStats {
     pub fn snapshot(&self) -> BatchStatsSnapshot {
         BatchStatsSnapshot {
             commits: self.commits.load(Ordering::Relaxed),
+            journal_folds: self.journal_folds.load(Ordering::Relaxed),
             failed_commits: self.failed_commits.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             records: self.records.load(Ordering::Relaxed),
@@ -151,6 +159,10 @@ impl BatchStats {
         if let Some(slot) = self.commit_time_buckets.get(bucket) {
             slot.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub(crate) fn record_fold(&self) {
+        self.journal_folds.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn record_failure(&self) {

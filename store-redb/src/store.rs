@@ -24,14 +24,16 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::apply::fold_generation;
 use crate::compact::SharedDb;
 use crate::error::Error;
 use crate::group::{ErasedGroup, GroupLogStore, GroupShared};
+use crate::journal::Journal;
 use crate::layout::init_tables;
 use crate::record;
 use crate::stats::{BatchStats, BatchStatsSnapshot};
 use crate::tables::{MetaKind, RecordKey, COMMITTED_INDEX, ENTRIES, META};
-use crate::writer::{Completion, WriteOp, WriteRequest, Writer, TICK};
+use crate::writer::{Applied, Completion, WriteOp, WriteRequest, Writer, TICK};
 
 /// Tuning of a [`LogStore`].
 #[derive(Debug, Clone)]
@@ -54,6 +56,12 @@ pub struct LogStoreOptions {
     /// it, redb documents that a file altered behind its back may make the
     /// open panic instead of failing. Off by default.
     pub check_integrity_on_open: bool,
+    /// Size of the append journal beside the file (`<file>.journal`), in
+    /// bytes: batches of appends are made durable there with one write and
+    /// one `fdatasync`, and folded into the tables in large transactions
+    /// (see `journal.rs`). 0: no journal, every batch is a redb commit (a
+    /// journal left by an earlier open is still replayed, then removed).
+    pub journal_bytes: u64,
 }
 
 /// Default [`LogStoreOptions::write_queue_capacity_requests`].
@@ -62,6 +70,10 @@ pub const WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT: usize = 16 * 1024;
 pub const BATCH_REQUESTS_MAX_DEFAULT: usize = 4 * 1024;
 /// Default [`LogStoreOptions::cache_size_bytes`].
 pub const CACHE_SIZE_BYTES_DEFAULT: usize = 256 * 1024 * 1024;
+/// Default [`LogStoreOptions::journal_bytes`]: about 12,000 appends of a
+/// 256-byte message before a fold, and at most this much more of the log
+/// held in memory (the groups' tails) until then.
+pub const JOURNAL_BYTES_DEFAULT: u64 = 4 * 1024 * 1024;
 
 const _: () = assert!(BATCH_REQUESTS_MAX_DEFAULT >= 1);
 const _: () = assert!(BATCH_REQUESTS_MAX_DEFAULT <= WRITE_QUEUE_CAPACITY_REQUESTS_DEFAULT);
@@ -74,6 +86,7 @@ impl Default for LogStoreOptions {
             cache_size_bytes: CACHE_SIZE_BYTES_DEFAULT,
             quick_repair: false,
             check_integrity_on_open: false,
+            journal_bytes: JOURNAL_BYTES_DEFAULT,
         }
     }
 }
@@ -134,11 +147,43 @@ impl LogStore {
     /// writer thread. After an unclean shutdown redb rolls back to the last
     /// fully committed transaction here (see the crate documentation).
     pub fn open(path: impl AsRef<Path>, options: LogStoreOptions) -> Result<LogStore, Error> {
+        let path = path.as_ref();
         let db = Database::builder()
             .set_cache_size(options.cache_size_bytes)
             .set_check_integrity_on_open(options.check_integrity_on_open)
-            .create(path.as_ref())?;
-        LogStore::start(db, Some(path.as_ref().to_path_buf()), options)
+            .create(path)?;
+        // Opened after the database, whose file lock keeps a second store
+        // of this path away from the journal too.
+        let journal_path = journal_path(path);
+        let journal: Option<Box<dyn redb::StorageBackend>> =
+            if options.journal_bytes > 0 || journal_path.exists() {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&journal_path)
+                    .map_err(Error::Journal)?;
+                Some(Box::new(redb::backends::FileBackend::new(file)?))
+            } else {
+                None
+            };
+        LogStore::start(db, Some(path.to_path_buf()), journal, options)
+    }
+
+    /// Opens (or creates) the database on `backend` and its append journal
+    /// on `journal` (`None`: no journal, whatever the options say): for
+    /// crash tests that lose what was not synced in both files.
+    pub fn open_with_backends(
+        backend: impl redb::StorageBackend,
+        journal: Option<Box<dyn redb::StorageBackend>>,
+        options: LogStoreOptions,
+    ) -> Result<LogStore, Error> {
+        let db = Database::builder()
+            .set_cache_size(options.cache_size_bytes)
+            .set_check_integrity_on_open(options.check_integrity_on_open)
+            .create_with_backend(backend)?;
+        LogStore::start(db, None, journal, options)
     }
 
     /// Opens (or creates) the database on `backend` instead of a file: for
@@ -152,16 +197,33 @@ impl LogStore {
             .set_cache_size(options.cache_size_bytes)
             .set_check_integrity_on_open(options.check_integrity_on_open)
             .create_with_backend(backend)?;
-        LogStore::start(db, None, options)
+        LogStore::start(db, None, None, options)
     }
 
-    /// Creates the tables of an opened database and starts its writer.
+    /// Creates the tables of an opened database, folds what its journal
+    /// holds, and starts its writer.
     fn start(
         db: Database,
         path: Option<PathBuf>,
+        journal: Option<Box<dyn redb::StorageBackend>>,
         options: LogStoreOptions,
     ) -> Result<LogStore, Error> {
-        init_tables(&db)?;
+        let folded = init_tables(&db)?;
+        let journal = match journal {
+            Some(file) => recover_journal(
+                &db,
+                file,
+                options.journal_bytes,
+                folded,
+                options.quick_repair,
+            )?,
+            None => None,
+        };
+        if journal.is_none() {
+            if let Some(path) = &path {
+                remove_journal(path)?;
+            }
+        }
         let db = Arc::new(RwLock::new(db));
         let stats = Arc::new(BatchStats::default());
         let (sender, receiver) = mpsc::channel(options.write_queue_capacity_requests.max(1));
@@ -174,6 +236,7 @@ impl LogStore {
             options.batch_requests_max,
             options.quick_repair,
             failure.clone(),
+            journal,
         )?;
         spawn_ticker(sender.downgrade())?;
         Ok(LogStore {
@@ -221,8 +284,9 @@ impl LogStore {
     }
 
     /// The ids of the groups with anything on disk (an entry or a metadata
-    /// row), in ascending order: the groups to recover at start-up. Writes
-    /// not yet committed are not seen.
+    /// row), in ascending order: the groups to recover at start-up (the
+    /// journal was folded at open). Writes not yet committed, and appends
+    /// in the journal not yet folded, are not seen.
     pub fn groups(&self) -> Result<Vec<u64>, Error> {
         let txn = self.db().begin_read()?;
         let mut ids = BTreeSet::new();
@@ -382,7 +446,21 @@ pub(crate) struct WritePermit<'a>(mpsc::Permit<'a, WriteRequest>);
 impl WritePermit<'_> {
     /// Queues `op`; `completion` runs on the writer thread after its commit.
     pub(crate) fn send(self, op: WriteOp, completion: Option<Completion>) {
-        self.0.send(WriteRequest { op, completion });
+        self.0.send(WriteRequest {
+            op,
+            completion,
+            applied: None,
+        });
+    }
+
+    /// Queues the append `op`: `completion` runs on the writer thread once
+    /// it is durable, `applied` once it is in the tables (see `writer.rs`).
+    pub(crate) fn send_append(self, op: WriteOp, applied: Applied, completion: Completion) {
+        self.0.send(WriteRequest {
+            op,
+            completion: Some(completion),
+            applied: Some(applied),
+        });
     }
 
     /// Queues `op` and returns a future that resolves once it is durable.
@@ -422,8 +500,52 @@ fn spawn_ticker(sender: mpsc::WeakSender<WriteRequest>) -> Result<(), Error> {
             let _ = sender.try_send(WriteRequest {
                 op: WriteOp::Tick,
                 completion: None,
+                applied: None,
             });
         })
         .map(|_| ())
         .map_err(Error::WriterSpawn)
+}
+
+/// The journal of the database file at `path`.
+pub(crate) fn journal_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".journal");
+    PathBuf::from(name)
+}
+
+/// Removes the journal of a store opened without one (after its appends
+/// were folded).
+fn remove_journal(path: &Path) -> Result<(), Error> {
+    match std::fs::remove_file(journal_path(path)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::Journal(e)),
+    }
+}
+
+/// Opens the journal on `file`, folds the appends it holds into the tables
+/// in one durable transaction, and returns it ready to write (`None` when
+/// the store runs without one: `capacity` 0).
+fn recover_journal(
+    db: &Database,
+    file: Box<dyn redb::StorageBackend>,
+    capacity: u64,
+    folded: u64,
+    quick_repair: bool,
+) -> Result<Option<Journal>, Error> {
+    let opened = Journal::open(file, capacity, folded)?;
+    // Folded even when it holds no append, so that no later open reads
+    // the generation again.
+    if let Some(generation) = opened.generation {
+        let n_appends = opened.replay.len();
+        let ops: Vec<WriteOp> = opened.replay.into_iter().map(WriteOp::from).collect();
+        fold_generation(db, &ops, generation, quick_repair)?;
+        tracing::info!(
+            appends = n_appends,
+            generation,
+            "store-redb: replayed the append journal into the tables"
+        );
+    }
+    Ok((capacity > 0).then_some(opened.journal))
 }

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `raft_entries` | `(group_id: u64, index: u64)` | framed record of one `C::Entry`; at index [`COMMITTED_INDEX`] the group's committed log id |
 //! | `raft_meta` | `(group_id: u64, kind: u8)` | framed record of the vote or last-purged log id |
-//! | `store_format` | `&str` (`"version"`) | `u64` layout version |
+//! | `store_format` | `&str`: `"version"`, `"journal_folded"` | `u64`: layout version; last journal generation folded into the tables |
 //!
 //! redb orders tuple keys field by field, so one group's entries are one
 //! contiguous key range, in index order, followed by its committed log id.
@@ -41,14 +41,24 @@ pub(crate) const FORMAT: TableDefinition<'static, &str, u64> = TableDefinition::
 /// The key of the layout version in [`FORMAT`].
 pub(crate) const FORMAT_KEY: &str = "version";
 
-/// The layout this build writes. Bump it on any change to the tables or the
-/// record framing. 2: the committed log id moved from `raft_meta` into
-/// `raft_entries` at [`COMMITTED_INDEX`].
-pub(crate) const FORMAT_VERSION: u64 = 2;
+/// The generation of the append journal last folded into the tables
+/// (`journal.rs`), in [`FORMAT`]; absent means 0, nothing folded yet.
+pub(crate) const JOURNAL_FOLDED_KEY: &str = "journal_folded";
 
-/// The older layout this build converts at open (the committed log ids
+/// The layout this build writes. Bump it on any change to the tables, the
+/// record framing or what lives beside the file. 2: the committed log id
+/// moved from `raft_meta` into `raft_entries` at [`COMMITTED_INDEX`]. 3:
+/// appends may sit in the journal beside the file until folded, so a build
+/// that does not read the journal must not open the file.
+pub(crate) const FORMAT_VERSION: u64 = 3;
+
+/// The oldest layout this build converts at open (the committed log ids
 /// move from `raft_meta` to `raft_entries`, in one transaction).
 pub(crate) const FORMAT_VERSION_CONVERTED: u64 = 1;
+
+/// Layout 2: the tables of layout 3, without a journal beside them (there
+/// is nothing to convert).
+pub(crate) const FORMAT_VERSION_WITHOUT_JOURNAL: u64 = 2;
 
 /// The index under which a group's committed log id is stored in
 /// [`ENTRIES`]: after every log index, so a group's entries are the key

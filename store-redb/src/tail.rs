@@ -13,8 +13,14 @@
 //! entries table) behaves as a map from index to entry.
 //!
 //! The tail is owned by its group's `GroupState` and only touched under that
-//! group's mutex. It holds one group's in-flight appends, so it is small:
-//! the linear scans below are over a handful of entries.
+//! group's mutex. With the append journal it holds every append of the
+//! group since the journal's last fold (thousands of entries for a busy
+//! group), and each of those appends releases its own: so a release must
+//! not scan the whole tail. Appends come at the end of the log (after a
+//! truncate, at its cut), so the tail's write sequence numbers rise with
+//! the index and a release takes entries off the front only; a push into
+//! the middle (the conformance suite's gaps) marks the tail unordered and
+//! releases scan it until it is empty again.
 
 use std::collections::BTreeMap;
 
@@ -26,12 +32,16 @@ struct TailEntry<E> {
 /// Entries of one group that are readable but not yet durable.
 pub(crate) struct Tail<E> {
     entries: BTreeMap<u64, TailEntry<E>>,
+    /// Whether an entry was pushed below another: write sequence numbers
+    /// may then not rise with the index.
+    unordered: bool,
 }
 
 impl<E: Clone> Tail<E> {
     pub(crate) fn new() -> Self {
         Tail {
             entries: BTreeMap::new(),
+            unordered: false,
         }
     }
 
@@ -43,6 +53,13 @@ impl<E: Clone> Tail<E> {
     /// Adds (or replaces) the entry at `index`, written by the append
     /// `write_seq`.
     pub(crate) fn push(&mut self, index: u64, write_seq: u64, entry: E) {
+        if self
+            .entries
+            .last_key_value()
+            .is_some_and(|(last, _)| *last >= index)
+        {
+            self.unordered = true;
+        }
         self.entries.insert(index, TailEntry { write_seq, entry });
     }
 
@@ -62,7 +79,19 @@ impl<E: Clone> Tail<E> {
     /// Drops the entries written by appends up to and including
     /// `write_seq`: they are durable now.
     pub(crate) fn release_through(&mut self, write_seq: u64) {
-        self.entries.retain(|_, e| e.write_seq > write_seq);
+        if self.unordered {
+            self.entries.retain(|_, e| e.write_seq > write_seq);
+        } else {
+            while let Some(first) = self.entries.first_entry() {
+                if first.get().write_seq > write_seq {
+                    break;
+                }
+                first.remove();
+            }
+        }
+        if self.entries.is_empty() {
+            self.unordered = false;
+        }
     }
 
     /// The highest-indexed entry below `index`, if any.
@@ -122,6 +151,24 @@ mod tests {
         assert_eq!(values(&t), vec![30, 40]);
         t.release_through(2);
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn release_after_a_push_into_the_middle_still_drops_every_durable_entry() {
+        let mut t = Tail::new();
+        t.push(5, 1, 5);
+        t.push(9, 2, 9);
+        // Below the last index, with a later write: ordered no more.
+        t.push(7, 3, 7);
+        t.release_through(2);
+        assert_eq!(values(&t), vec![7]);
+        t.release_through(3);
+        assert_eq!(t.len(), 0);
+        // Empty again: ordered, and releases from the front.
+        t.push(1, 4, 1);
+        t.push(2, 5, 2);
+        t.release_through(4);
+        assert_eq!(values(&t), vec![2]);
     }
 
     #[test]

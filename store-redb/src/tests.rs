@@ -1,7 +1,8 @@
 //! Crate-internal tests of the write path that need to hold the writer back:
 //! a test holds a redb write transaction open, which blocks the writer
 //! thread at `begin_write`, so "appended but not yet durable" lasts as long
-//! as the test wants.
+//! as the test wants. The stores here have no append journal, so every
+//! write goes through a redb commit.
 //!
 //! They guard against: entries not readable before their commit lands,
 //! completions fired before the fsync, a truncate or purge leaving the tail
@@ -21,23 +22,26 @@ use crate::{GroupLogStore, LogStore, LogStoreOptions};
 
 openraft::declare_raft_types!(pub(crate) TestConfig);
 
-fn log_id(term: u64, index: u64) -> LogId<CommittedLeaderId<u64, u64>> {
+pub(crate) fn log_id(term: u64, index: u64) -> LogId<CommittedLeaderId<u64, u64>> {
     LogId::new(CommittedLeaderId::new(term, 0), index)
 }
 
-fn entry(term: u64, index: u64) -> openraft::alias::EntryOf<TestConfig> {
+pub(crate) fn entry(term: u64, index: u64) -> openraft::alias::EntryOf<TestConfig> {
     Entry {
         log_id: log_id(term, index),
         payload: EntryPayload::Normal(format!("t{term}-i{index}")),
     }
 }
 
-fn entries(term: u64, indexes: std::ops::Range<u64>) -> Vec<openraft::alias::EntryOf<TestConfig>> {
+pub(crate) fn entries(
+    term: u64,
+    indexes: std::ops::Range<u64>,
+) -> Vec<openraft::alias::EntryOf<TestConfig>> {
     indexes.map(|i| entry(term, i)).collect()
 }
 
 /// A completion that counts its successful calls.
-fn counter() -> (Arc<AtomicUsize>, impl Fn() -> Completion) {
+pub(crate) fn counter() -> (Arc<AtomicUsize>, impl Fn() -> Completion) {
     let n = Arc::new(AtomicUsize::new(0));
     let n2 = n.clone();
     (n, move || {
@@ -49,7 +53,7 @@ fn counter() -> (Arc<AtomicUsize>, impl Fn() -> Completion) {
     })
 }
 
-async fn wait_until(cond: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(cond: impl FnMut() -> bool) {
     wait_until_within(Duration::from_secs(5), cond).await;
 }
 
@@ -70,7 +74,7 @@ async fn wait_until_within(limit: Duration, mut cond: impl FnMut() -> bool) {
 /// completion fires while the commit is held back"). The writer is an OS
 /// thread that, when correct, just sits in `begin_write`; there is no event
 /// to await, so the window is how long a wrong writer gets to show itself.
-async fn holds_for(quiet: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) async fn holds_for(quiet: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + quiet;
     loop {
         assert!(cond(), "stopped holding within {quiet:?}: {what}");
@@ -81,12 +85,21 @@ async fn holds_for(quiet: Duration, what: &str, mut cond: impl FnMut() -> bool) 
     }
 }
 
-fn log_ids(es: &[openraft::alias::EntryOf<TestConfig>]) -> Vec<LogId<CommittedLeaderId<u64, u64>>> {
+pub(crate) fn log_ids(
+    es: &[openraft::alias::EntryOf<TestConfig>],
+) -> Vec<LogId<CommittedLeaderId<u64, u64>>> {
     es.iter().map(|e| e.log_id).collect()
 }
 
+/// A store without the append journal: these tests hold the writer back at
+/// `begin_write`, which a journaled append never reaches (the journal's
+/// own tests are in `tests_journal.rs`).
 fn open(dir: &tempfile::TempDir) -> LogStore {
-    LogStore::open(dir.path().join("log.redb"), LogStoreOptions::default()).unwrap()
+    let options = LogStoreOptions {
+        journal_bytes: 0,
+        ..LogStoreOptions::default()
+    };
+    LogStore::open(dir.path().join("log.redb"), options).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -452,7 +465,7 @@ async fn a_file_mostly_freed_by_a_purge_is_compacted() {
 }
 
 /// Rows of `group` in the entries table with an index in `indexes`.
-fn rows(store: &LogStore, group: u64, indexes: std::ops::RangeInclusive<u64>) -> usize {
+pub(crate) fn rows(store: &LogStore, group: u64, indexes: std::ops::RangeInclusive<u64>) -> usize {
     use redb::ReadableDatabase;
     let db = store.db();
     let txn = db.begin_read().unwrap();

@@ -10,13 +10,27 @@
 //!    writer in the order the group issued them.
 //! 2. The writer blocks for one request, then drains whatever else is queued
 //!    (at most `batch_requests_max` requests) without waiting.
-//! 3. It applies the whole batch, in arrival order, in ONE redb write
-//!    transaction with [`Durability::Immediate`] and commits it: one fsync
-//!    for every group in the batch.
-//! 4. Only after the commit returns does it run the completions, in arrival
-//!    order: append callbacks (`LogFlushed::log_io_completed`, after the
-//!    group's in-memory tail drops the now-durable entries) and the oneshots
-//!    of awaited requests.
+//! 3. A batch of appends alone, with a journal (`journal.rs`), is written
+//!    to the journal as one record and synced: one write and one fsync for
+//!    every group in the batch. Any other batch is applied, in arrival
+//!    order, in ONE redb write transaction with [`Durability::Immediate`],
+//!    after the appends the journal holds (the fold), and committed: one
+//!    fsync again.
+//! 4. Only after the sync or commit returns does it run the completions, in
+//!    arrival order: append callbacks (`LogFlushed::log_io_completed`) and
+//!    the oneshots of awaited requests. An append's `applied` (the group's
+//!    tail letting go of the entries, which reads then find in the tables)
+//!    runs once the entries are in the tables: before its completion after
+//!    a commit, at the fold after a journal write.
+//!
+//! When a record no longer fits in the journal's region, the region's
+//! generation goes to the fold thread (`fold.rs`) and the writer goes on
+//! in the other region; it waits for that fold before it fills the other
+//! region too and before any redb commit. The journal is also folded, on
+//! the writer thread, inside the commit of a batch that holds anything but
+//! appends (a vote, a truncate, a purge: they go through the tables, after
+//! the appends before them), when a tick (every [`TICK`]) finds the store
+//! quiet for [`FOLD_WHEN_QUIET`], and when the writer exits.
 //!
 //! While one batch commits, new requests queue in the channel and form the
 //! next batch, so the batch size grows with load and an idle store commits
@@ -30,7 +44,8 @@
 //! pages each commit frees are released inside the next commit instead of
 //! in a post-commit pass of redb (see [`Writer::repin`]).
 //!
-//! A failed commit fails every request of its batch and poisons the writer:
+//! A failed commit, journal write or fold fails every request of its batch
+//! (a fold's: the batch that waited for it) and poisons the writer:
 //! every later request fails with the same error until the store is
 //! reopened, because the groups' in-memory state (tails, last log ids) has
 //! moved ahead of a disk that did not follow. The first failure is also
@@ -45,15 +60,18 @@ use std::sync::{Arc, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use redb::{Durability, ReadTransaction, ReadableDatabase, Table, WriteTransaction};
+use redb::{Durability, ReadTransaction, ReadableDatabase};
 use tokio::sync::mpsc;
 
+use crate::apply::{apply, Tables};
 use crate::compact::{CompactionPolicy, SharedDb};
 use crate::error::Error;
+use crate::fold::Folder;
+use crate::journal::Journal;
 use crate::purge_backlog::PurgeBacklog;
 use crate::stats::{BatchStats, CommitTally};
 use crate::store::FailureWatch;
-use crate::tables::{MetaKind, COMMITTED_INDEX, ENTRIES, META};
+use crate::tables::{MetaKind, FORMAT, JOURNAL_FOLDED_KEY};
 
 /// A commit at least this long is logged as a warning.
 const SLOW_COMMIT: std::time::Duration = std::time::Duration::from_millis(50);
@@ -95,16 +113,26 @@ pub(crate) enum WriteOp {
 const IDLE_BEFORE_COMPACTION: std::time::Duration = std::time::Duration::from_secs(5);
 /// How often an idle writer is woken to look (see [`WriteOp::Tick`]).
 pub(crate) const TICK: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long the store must have written nothing before a tick folds the
+/// journal: a quiet store's reads then come from the tables and its
+/// groups' tails are empty.
+const FOLD_WHEN_QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Run by the writer thread once the request's transaction has committed
 /// (`Ok`) or failed (`Err`). Must be quick and must not block: it runs on
 /// the writer thread between commits.
 pub(crate) type Completion = Box<dyn FnOnce(Result<(), Error>) + Send>;
 
-/// A [`WriteOp`] and who to tell when it is durable.
+/// Run by the writer thread once an append's records are in the tables (not
+/// only durable in the journal). Must be quick and must not block.
+pub(crate) type Applied = Box<dyn FnOnce() + Send>;
+
+/// A [`WriteOp`], who to tell when it is durable and, for an append, what
+/// to run once it is in the tables.
 pub(crate) struct WriteRequest {
     pub(crate) op: WriteOp,
     pub(crate) completion: Option<Completion>,
+    pub(crate) applied: Option<Applied>,
 }
 
 /// The writer thread's state.
@@ -128,10 +156,30 @@ pub(crate) struct Writer {
     /// Purged rows still in the file, deleted a step per commit
     /// (`purge_backlog.rs`).
     backlog: PurgeBacklog,
+    /// The append journal, if the store has one, and its fold thread.
+    journal: Option<Journal>,
+    folder: Option<Folder>,
+    /// The appends written in the journal's current generation, in order,
+    /// and their `applied` callbacks.
+    journaled: Vec<WriteOp>,
+    journaled_applied: Vec<Applied>,
 }
+
+/// Whether a redb commit also folds the journal's current generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fold {
+    Yes,
+    /// A step of the purge backlog alone.
+    No,
+}
+
+/// One append as [`Journal::write`] takes it: group id, entry records,
+/// committed record.
+type JournalAppendRef<'a> = (u64, &'a [(u64, Vec<u8>)], Option<&'a [u8]>);
 
 impl Writer {
     /// Starts the writer thread.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn spawn(
         db: SharedDb,
         path: Option<PathBuf>,
@@ -140,7 +188,12 @@ impl Writer {
         batch_requests_max: usize,
         quick_repair: bool,
         failure: FailureWatch,
+        journal: Option<Journal>,
     ) -> Result<JoinHandle<()>, Error> {
+        let folder = match journal {
+            Some(_) => Some(Folder::spawn(db.clone(), stats.clone(), quick_repair)?),
+            None => None,
+        };
         let writer = Writer {
             db,
             last_commit: Instant::now(),
@@ -154,6 +207,10 @@ impl Writer {
             failure,
             pin: None,
             backlog: PurgeBacklog::default(),
+            journal,
+            folder,
+            journaled: Vec::new(),
+            journaled_applied: Vec::new(),
         };
         std::thread::Builder::new()
             .name("store-redb-writer".into())
@@ -193,32 +250,166 @@ impl Writer {
                     .all(|request| matches!(request.op, WriteOp::Tick))
             {
                 batch.clear();
+                let quiet_for = self.last_commit.elapsed();
+                if self.failed.is_none()
+                    && !self.journaled.is_empty()
+                    && quiet_for >= FOLD_WHEN_QUIET
+                {
+                    // An empty batch: the fold alone.
+                    let _ = self.commit_or_poison(&[], Fold::Yes);
+                }
                 // Compact only a store that has been quiet for a while, so
                 // a compaction never stalls a busy log.
-                if self.failed.is_none() && self.last_commit.elapsed() >= IDLE_BEFORE_COMPACTION {
+                if self.failed.is_none() && quiet_for >= IDLE_BEFORE_COMPACTION {
                     self.maybe_compact();
                 }
                 continue;
             }
-            let result = self.commit_or_poison(&batch);
+            let (result, journaled) = match self.journal_or_poison(&batch) {
+                Ok(true) => (Ok(()), true),
+                // An empty batch is a step of the purge backlog alone: it
+                // has nothing to order after the journal's appends.
+                Ok(false) if batch.is_empty() => (self.commit_or_poison(&batch, Fold::No), false),
+                Ok(false) => (self.commit_or_poison(&batch, Fold::Yes), false),
+                Err(e) => (Err(e), false),
+            };
             self.last_commit = Instant::now();
             for request in batch.drain(..) {
+                if result.is_ok() {
+                    if journaled {
+                        self.journaled.push(request.op);
+                        self.journaled_applied.extend(request.applied);
+                    } else if let Some(applied) = request.applied {
+                        applied();
+                    }
+                }
                 if let Some(done) = request.completion {
                     done(result.clone().map_err(Error::Write));
                 }
             }
         }
+        // What the journal holds goes into the tables before the thread
+        // ends: a store closed cleanly leaves nothing to replay.
+        if self.failed.is_none() {
+            if self.journaled.is_empty() {
+                let _ = self.wait_fold();
+            } else {
+                let _ = self.commit_or_poison(&[], Fold::Yes);
+            }
+        }
         tracing::debug!("store-redb writer: all senders gone, exiting");
     }
 
-    fn commit_or_poison(&mut self, batch: &[WriteRequest]) -> Result<(), Arc<Error>> {
+    /// Writes `batch` to the journal if it holds appends only and fits.
+    /// When the region is full, hands its generation to the fold thread
+    /// and writes in the other region. Returns whether it wrote; a failed
+    /// write, sync or fold poisons the writer.
+    fn journal_or_poison(&mut self, batch: &[WriteRequest]) -> Result<bool, Arc<Error>> {
+        if self.journal.is_none() || self.failed.is_some() || batch.is_empty() {
+            return Ok(false);
+        }
+        let mut tally = CommitTally {
+            requests: batch.len() as u64,
+            ..CommitTally::default()
+        };
+        let mut appends = Vec::with_capacity(batch.len());
+        for request in batch {
+            match &request.op {
+                WriteOp::Append {
+                    group_id,
+                    records,
+                    committed,
+                } => {
+                    let n_committed = u64::from(committed.is_some());
+                    tally.entries += records.len() as u64;
+                    tally.records += records.len() as u64 + n_committed;
+                    tally.bytes += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>()
+                        + committed.as_ref().map_or(0, |c| c.len() as u64);
+                    appends.push((*group_id, records.as_slice(), committed.as_deref()));
+                }
+                WriteOp::Tick => {}
+                _ => return Ok(false),
+            }
+        }
+        let started = Instant::now();
+        let mut written = self.journal_write(&appends)?;
+        if !written && !self.journaled.is_empty() {
+            self.wait_fold()?;
+            self.start_fold()?;
+            written = self.journal_write(&appends)?;
+        }
+        if written {
+            self.stats.record_commit(tally, started.elapsed());
+        }
+        Ok(written)
+    }
+
+    /// One record of `appends` into the journal; see [`Journal::write`].
+    fn journal_write(&mut self, appends: &[JournalAppendRef<'_>]) -> Result<bool, Arc<Error>> {
+        let Some(journal) = self.journal.as_mut() else {
+            return Ok(false);
+        };
+        match journal.write(appends.iter().copied()) {
+            Ok(written) => Ok(written),
+            Err(e) => {
+                tracing::error!(error = %e, n_appends = appends.len(), "store-redb journal write failed; refusing further writes");
+                Err(self.poison(e))
+            }
+        }
+    }
+
+    /// Hands the generation being written to the fold thread and starts
+    /// the next one in the other region (whose fold the caller waited
+    /// for).
+    fn start_fold(&mut self) -> Result<(), Arc<Error>> {
+        let (Some(journal), Some(folder)) = (self.journal.as_mut(), self.folder.as_mut()) else {
+            return Ok(());
+        };
+        let ops = std::mem::take(&mut self.journaled);
+        let applied = std::mem::take(&mut self.journaled_applied);
+        if let Err(e) = folder.start(journal.generation(), ops, applied) {
+            return Err(self.poison(e));
+        }
+        journal.next_generation();
+        Ok(())
+    }
+
+    /// Waits for the fold in flight, if any; a failed fold poisons the
+    /// writer.
+    fn wait_fold(&mut self) -> Result<(), Arc<Error>> {
+        let Some(folder) = self.folder.as_mut() else {
+            return Ok(());
+        };
+        match folder.wait() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::error!(error = %e, "store-redb journal fold failed; refusing further writes");
+                Err(self.poison(e))
+            }
+        }
+    }
+
+    fn commit_or_poison(&mut self, batch: &[WriteRequest], fold: Fold) -> Result<(), Arc<Error>> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
+        // The fold in flight commits first: its appends came before.
+        self.wait_fold()?;
         let started = Instant::now();
         self.repin();
-        match self.commit(batch) {
+        match self.commit(batch, fold) {
             Ok(tally) => {
+                if fold == Fold::Yes && !self.journaled.is_empty() {
+                    // Folded: the tails may let go of the journaled entries.
+                    self.stats.record_fold();
+                    self.journaled.clear();
+                    for applied in self.journaled_applied.drain(..) {
+                        applied();
+                    }
+                    if let Some(journal) = self.journal.as_mut() {
+                        journal.next_generation();
+                    }
+                }
                 let took = started.elapsed();
                 // A commit of backlog rows alone is not a client's commit.
                 if !batch.is_empty() {
@@ -262,6 +453,9 @@ impl Writer {
             return;
         };
         // redb compacts only with no transaction open.
+        if self.wait_fold().is_err() {
+            return;
+        }
         self.pin = None;
         match self.compaction.maybe_compact(&self.db, &path) {
             Ok(None) => {}
@@ -304,7 +498,7 @@ impl Writer {
 
     /// Applies `batch` in one write transaction, plus a step of the purge
     /// backlog, and commits it durably.
-    fn commit(&mut self, batch: &[WriteRequest]) -> Result<CommitTally, Error> {
+    fn commit(&mut self, batch: &[WriteRequest], fold: Fold) -> Result<CommitTally, Error> {
         let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
         let mut txn = db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
@@ -319,6 +513,17 @@ impl Writer {
                 entries: None,
                 meta: None,
             };
+            // The fold: the journal's appends came before this batch.
+            if let (Fold::Yes, false, Some(journal)) =
+                (fold, self.journaled.is_empty(), &self.journal)
+            {
+                let mut folded = CommitTally::default();
+                for op in &self.journaled {
+                    apply(&mut tables, op, &mut folded, &mut self.backlog)?;
+                }
+                txn.open_table(FORMAT)?
+                    .insert(JOURNAL_FOLDED_KEY, journal.generation())?;
+            }
             for request in batch {
                 apply(&mut tables, &request.op, &mut tally, &mut self.backlog)?;
             }
@@ -329,120 +534,4 @@ impl Writer {
         txn.commit()?;
         Ok(tally)
     }
-}
-
-type EntriesTable<'t> = Table<'t, (u64, u64), &'static [u8]>;
-type MetaTable<'t> = Table<'t, (u64, u8), &'static [u8]>;
-
-/// The tables of one write transaction, each opened on first use: a batch
-/// of appends does not open `raft_meta` (opening a table costs a lookup and
-/// decode of its definition).
-struct Tables<'t> {
-    txn: &'t WriteTransaction,
-    entries: Option<EntriesTable<'t>>,
-    meta: Option<MetaTable<'t>>,
-}
-
-impl<'t> Tables<'t> {
-    fn entries(&mut self) -> Result<&mut EntriesTable<'t>, Error> {
-        match &mut self.entries {
-            Some(table) => Ok(table),
-            slot => Ok(slot.insert(self.txn.open_table(ENTRIES)?)),
-        }
-    }
-
-    fn meta(&mut self) -> Result<&mut MetaTable<'t>, Error> {
-        match &mut self.meta {
-            Some(table) => Ok(table),
-            slot => Ok(slot.insert(self.txn.open_table(META)?)),
-        }
-    }
-}
-
-fn apply(
-    tables: &mut Tables<'_>,
-    op: &WriteOp,
-    tally: &mut CommitTally,
-    backlog: &mut PurgeBacklog,
-) -> Result<(), Error> {
-    match op {
-        WriteOp::Append {
-            group_id,
-            records,
-            committed,
-        } => {
-            // In the entries table, right after the group's entries: the
-            // leaf this append dirties anyway (`tables.rs`).
-            if let Some(record) = committed {
-                tables
-                    .entries()?
-                    .insert((*group_id, COMMITTED_INDEX), record.as_slice())?;
-                tally.records += 1;
-                tally.bytes += record.len() as u64;
-            }
-            for (index, record) in records {
-                tables
-                    .entries()?
-                    .insert((*group_id, *index), record.as_slice())?;
-                tally.bytes += record.len() as u64;
-            }
-            tally.entries += records.len() as u64;
-            tally.records += records.len() as u64;
-        }
-        WriteOp::PutMeta {
-            group_id,
-            kind,
-            record,
-        } => {
-            tables
-                .meta()?
-                .insert(kind.key(*group_id), record.as_slice())?;
-            tally.records += 1;
-            tally.bytes += record.len() as u64;
-        }
-        WriteOp::Truncate { group_id, since } => {
-            let mut n_deleted = 0u64;
-            tables.entries()?.retain_in(
-                (*group_id, *since)..(*group_id, COMMITTED_INDEX),
-                |_, _| {
-                    n_deleted += 1;
-                    false
-                },
-            )?;
-            tally.records += n_deleted;
-        }
-        WriteOp::Purge {
-            group_id,
-            through,
-            record,
-        } => {
-            // The rows go a step per commit (`purge_backlog.rs`); this
-            // commit makes the purge durable.
-            backlog.add(*group_id, *through);
-            tables
-                .meta()?
-                .insert(MetaKind::LastPurged.key(*group_id), record.as_slice())?;
-            tally.records += 1;
-            tally.bytes += record.len() as u64;
-        }
-        WriteOp::Tick => {}
-        WriteOp::RemoveGroup { group_id } => {
-            backlog.forget(*group_id);
-            let mut n_deleted = 0u64;
-            tables.entries()?.retain_in(
-                (*group_id, 0)..=(*group_id, COMMITTED_INDEX),
-                |_, _| {
-                    n_deleted += 1;
-                    false
-                },
-            )?;
-            for kind in MetaKind::ALL {
-                if tables.meta()?.remove(kind.key(*group_id))?.is_some() {
-                    n_deleted += 1;
-                }
-            }
-            tally.records += n_deleted;
-        }
-    }
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! The Raft log file of a real 0.1.0 node (layout 1, from the release's
 //! data-directory fixture, `tests/fixtures/data-dir-0.1.0.tar.gz` at the
-//! repository root) opens with this build: converted to layout 2 at open,
+//! repository root) opens with this build: converted to the current layout at open,
 //! every record still verifies, and each group's committed log id moved
 //! byte for byte from `raft_meta` to `raft_entries`. The broker-level read
 //! of the same data directory is `tests/interop/test_release_data.py`.
@@ -102,7 +102,8 @@ fn the_0_1_0_log_file_is_converted_and_verifies() {
     assert!(!groups.is_empty());
 
     let after = census(&path);
-    assert_eq!(after.version, 2);
+    // Layout 1 is converted straight to the current layout, 3.
+    assert_eq!(after.version, 3);
     assert_eq!(after.committed, before.committed);
     assert_eq!(after.n_entries, before.n_entries);
     assert_eq!(
@@ -110,8 +111,8 @@ fn the_0_1_0_log_file_is_converted_and_verifies() {
         before.n_meta - before.committed.len() as u64,
         "the committed rows left raft_meta"
     );
-    // A second open finds layout 2 and changes nothing.
+    // A second open finds layout 3 and changes nothing.
     drop(LogStore::open(&path, LogStoreOptions::default()).unwrap());
     let again = census(&path);
-    assert_eq!((again.version, again.committed), (2, after.committed));
+    assert_eq!((again.version, again.committed), (3, after.committed));
 }

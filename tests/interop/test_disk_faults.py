@@ -52,6 +52,9 @@ PUBLISHER_LIMIT = 1_000_000
 PUBLISHER_DEADLINE_S = 90.0
 STRACE_ATTACH_S = 10.0
 STORE_FILE = Path("quorum") / "raft-log.redb"
+# Its append journal: most appends are made durable here, the rest and
+# the folds in STORE_FILE.
+JOURNAL_FILE = Path("quorum") / "raft-log.redb.journal"
 # What conftest writes into the broker's stderr log between two runs.
 RESTART_MARK = "--- conftest: restarting ramqp-brokerd"
 
@@ -89,16 +92,16 @@ def traced_by(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def strace_inject(proc, store_path: Path, syscall: str, error: str, when: int):
+def strace_inject(proc, store_paths, syscall: str, error: str, when: int):
     """strace attached to every thread of the process `proc`, making the
-    `when`-th call of `syscall` on the store file fail with `error`. Ends
+    `when`-th call of `syscall` on the store's files fail with `error`. Ends
     with the traced process (which may be quick: the fault can hit before
     the attachment is seen here); stopped by its own pid otherwise."""
     pid = proc.pid
     tracer = subprocess.Popen(
         [
             "strace", "-f", "-qq", "-o", "/dev/null", "-p", str(pid),
-            "-P", str(store_path),
+            *(arg for path in store_paths for arg in ("-P", str(path))),
             "-e", f"trace={syscall}",
             "-e", f"inject={syscall}:error={error}:when={when}",
         ],
@@ -235,7 +238,8 @@ def test_a_failed_store_write_stops_the_node_and_a_restart_recovers(start_broker
     address = f"/quorum/{syscall}-{error.lower()}"
     what = f"{syscall} -> {error}"
     with publishing(broker.url, address) as output:
-        with strace_inject(broker.proc, broker.data_dir / STORE_FILE, syscall, error, when):
+        store_paths = [broker.data_dir / STORE_FILE, broker.data_dir / JOURNAL_FILE]
+        with strace_inject(broker.proc, store_paths, syscall, error, when):
             assert_fail_stop(broker, time.monotonic(), what)
     broker.restart()
     got = drain_ids(broker.url, address, len(set(output.accepted)))

@@ -208,8 +208,10 @@ class Run:
         must stop with code 70 (fail-stop); the heal restarts it."""
         process = self.cluster.nodes[node]
         store = process.data_dir / "quorum" / "raft-log.redb"
+        journal = process.data_dir / "quorum" / "raft-log.redb.journal"
         tracer = subprocess.Popen(
-            ["strace", "-f", "-qq", "-o", "/dev/null", "-p", str(process.proc.pid), "-P", str(store),
+            ["strace", "-f", "-qq", "-o", "/dev/null", "-p", str(process.proc.pid),
+             "-P", str(store), "-P", str(journal),
              "-e", f"trace={syscall}", "-e", f"inject={syscall}:error=EIO:when=1"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

@@ -46,6 +46,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("forward_protocol", forward_protocol),
     ("admin_rpc", admin_rpc),
     ("store_record", store_record),
+    ("store_journal", store_journal),
     ("ws_frames", ws_frames),
     ("selector_parser", selector_parser),
     ("dead_letter", dead_letter),
@@ -119,6 +120,13 @@ pub fn admin_rpc(data: &[u8]) {
     } else {
         postcard_round_trip(payload, decode_response);
     }
+}
+
+/// The log store's append journal as read at open
+/// (`store_redb::fuzz_checks::journal`; the first byte picks the
+/// generation and whether the rest is framed with a right CRC).
+pub fn store_journal(data: &[u8]) {
+    store_redb::fuzz_checks::journal(data);
 }
 
 /// Records read from the redb log store (`store_redb::record`), as the

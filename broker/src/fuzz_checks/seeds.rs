@@ -15,7 +15,7 @@ use openraft::vote::leader_id_adv::CommittedLeaderId;
 use openraft::vote::RaftLeaderId;
 use openraft::{Entry, EntryPayload, LogId, Membership, StoredMembership, Vote};
 use serde::Serialize;
-use store_redb::fuzz_checks::frame;
+use store_redb::fuzz_checks::{frame, journal_seeds};
 use store_redb::{MetaKind, RecordKey};
 
 use crate::admin::{AdminRequest, AdminResponse};
@@ -163,6 +163,7 @@ pub fn seeds() -> Vec<(&'static str, Vec<u8>)> {
             .map(|bytes| ("admin_rpc", bytes)),
     );
     seeds.extend(store_records());
+    seeds.extend(store_journals());
     let mut segment = Vec::new();
     crate::paging::record::encode(&mut segment, 5 << 16, b"first body");
     crate::paging::record::encode(&mut segment, (5 << 16) + 1, b"");
@@ -220,4 +221,26 @@ fn store_records() -> Vec<(&'static str, Vec<u8>)> {
         postcard::to_allocvec(&entry).ok(),
     );
     out
+}
+
+/// store_journal: journals of the queue entries' framed records, as the
+/// store's journal writer lays them out.
+fn store_journals() -> Vec<(&'static str, Vec<u8>)> {
+    let group_id = 0x0bad_cafe_u64;
+    let records: Vec<(u64, u64, Vec<u8>)> = queue_entries()
+        .into_iter()
+        .filter_map(|entry| {
+            let index = entry.log_id.index;
+            let payload = postcard::to_allocvec(&entry).ok()?;
+            Some((
+                group_id,
+                index,
+                frame(RecordKey::Entry { group_id, index }, &payload),
+            ))
+        })
+        .collect();
+    journal_seeds(&records)
+        .into_iter()
+        .map(|seed| ("store_journal", seed))
+        .collect()
 }

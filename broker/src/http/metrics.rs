@@ -402,8 +402,14 @@ fn encode_store(
     counter(
         encoder,
         "ramqp_store_commits",
-        "Write transactions of the node's Raft log store committed (one fsync each).",
+        "Durable writes of the node's Raft log store: journal records and write transactions (one fsync each).",
         s.commits,
+    )?;
+    counter(
+        encoder,
+        "ramqp_store_journal_folds",
+        "Folds of the Raft log store's append journal into its tables (one transaction each).",
+        s.journal_folds,
     )?;
     counter(
         encoder,
@@ -437,7 +443,7 @@ fn encode_store(
     histogram(
         encoder,
         "ramqp_store_commit_duration_seconds",
-        "Time to build and commit one Raft log store transaction, its fsync included.",
+        "Time of one durable write of the Raft log store (a journal record or a transaction), its fsync included.",
         &commit_time,
     )
 }

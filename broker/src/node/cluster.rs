@@ -141,8 +141,8 @@ impl Cluster {
 
     /// A power cut of each of `ids` in the middle of a commit: its log lets
     /// `writes` more page writes into its page cache and loses them with
-    /// the power at the next (a node that writes nothing within 5 s is cut
-    /// then). Returns the unsynced pages lost, summed over the nodes.
+    /// the power at the next write or sync (a node that writes nothing
+    /// within 5 s is cut then). Returns the unsynced pages lost, summed over the nodes.
     pub async fn crash_mid_write(
         &mut self,
         ids: &[NodeId],

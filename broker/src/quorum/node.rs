@@ -150,7 +150,12 @@ impl QuorumNode {
             path: dir.clone(),
             source,
         })?;
-        let store = open_log_store(&log_path(data_dir), config.log_cache_bytes).await?;
+        let store = open_log_store(
+            &log_path(data_dir),
+            config.log_cache_bytes,
+            config.log_journal_bytes,
+        )
+        .await?;
         let raft_config = openraft::Config {
             cluster_name: "ramqp".into(),
             heartbeat_interval: config.heartbeat_interval_ms,

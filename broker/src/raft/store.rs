@@ -17,14 +17,17 @@ const STORE_RELEASE_WAIT: Duration = Duration::from_secs(10);
 /// retry until it is released, bounded.
 /// `cache_bytes` is redb's page cache: the log is written far more than
 /// read (followers are fed from recent entries), so a small cache keeps the
-/// node's memory flat at no cost to the write path.
+/// node's memory flat at no cost to the write path. `journal_bytes` sizes
+/// the append journal beside the file (0: none).
 pub(crate) async fn open_log_store(
     path: &Path,
     cache_bytes: usize,
+    journal_bytes: u64,
 ) -> Result<LogStore, store_redb::Error> {
     let deadline = tokio::time::Instant::now() + STORE_RELEASE_WAIT;
     let options = LogStoreOptions {
         cache_size_bytes: cache_bytes,
+        journal_bytes,
         ..LogStoreOptions::default()
     };
     loop {

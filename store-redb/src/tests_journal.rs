@@ -1,0 +1,282 @@
+//! Crate-internal tests of the append journal (`journal.rs`) as the store
+//! uses it: appends durable before they reach the tables, folds (on a
+//! vote, a truncate, a purge, a full journal, a clean close) and replay
+//! after a power cut.
+//!
+//! They guard against: an append acknowledged before its journal sync, a
+//! fold that loses or reorders what the journal held, a replay that
+//! misses an acknowledged append, and a store switched off the journal
+//! that forgets what the journal still held.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+use openraft::{RaftLogReader, Vote};
+
+use crate::lossy_file::CrashSwitch;
+use crate::tests::{counter, entries, holds_for, log_id, log_ids, rows, wait_until, TestConfig};
+use crate::{GroupLogStore, LogStore, LogStoreOptions};
+
+fn with_journal(bytes: u64) -> LogStoreOptions {
+    LogStoreOptions {
+        journal_bytes: bytes,
+        ..LogStoreOptions::default()
+    }
+}
+
+fn open_lossy(
+    dir: &tempfile::TempDir,
+    journal_bytes: u64,
+) -> (LogStore, std::sync::Arc<CrashSwitch>) {
+    let switch = CrashSwitch::new();
+    let store = LogStore::open_lossy(
+        &dir.path().join("log.redb"),
+        switch.clone(),
+        with_journal(journal_bytes),
+    )
+    .unwrap();
+    (store, switch)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn journaled_appends_are_durable_before_they_reach_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LogStore::open(dir.path().join("log.redb"), with_journal(1 << 20)).unwrap();
+    let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
+    let mut reader = group.get_log_reader().await;
+    let (flushed, on_flushed) = counter();
+
+    // Holds back every redb commit, so nothing can reach the tables.
+    let blocker = store.db().begin_write().unwrap();
+    group
+        .append_with(entries(1, 0..5), on_flushed())
+        .await
+        .unwrap();
+    // Durable through the journal alone.
+    wait_until(|| flushed.load(Ordering::SeqCst) == 1).await;
+    assert_eq!(store.stats().commits, 1);
+    assert_eq!(
+        group.tail_len(),
+        5,
+        "not in the tables yet: served from the tail"
+    );
+    let got = reader.try_get_log_entries(0..10).await.unwrap();
+    assert_eq!(log_ids(&got), log_ids(&entries(1, 0..5)));
+
+    // A vote goes through the tables, after the journal's appends: it
+    // waits for the fold, which waits for the blocker.
+    let mut voter: GroupLogStore<TestConfig> = store.group(2).unwrap();
+    let vote = tokio::spawn(async move {
+        voter.save_vote(&Vote::new(1, 0)).await.unwrap();
+        voter
+    });
+    holds_for(
+        Duration::from_millis(50),
+        "vote saved before the fold",
+        || !vote.is_finished(),
+    )
+    .await;
+    drop(blocker);
+    let mut voter = vote.await.unwrap();
+    assert_eq!(voter.read_vote().await.unwrap(), Some(Vote::new(1, 0)));
+    assert_eq!(group.tail_len(), 0, "folded entries leave the tail");
+    let got = reader.try_get_log_entries(2..4).await.unwrap();
+    assert_eq!(log_ids(&got), vec![log_id(1, 2), log_id(1, 3)]);
+    assert_eq!(store.verify().unwrap().n_entries, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_power_cut_loses_no_acknowledged_append() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (store, switch) = open_lossy(&dir, 1 << 20);
+        let mut group: GroupLogStore<TestConfig> = store.group(3).unwrap();
+        group.blocking_append(entries(1, 0..4)).await.unwrap();
+        group.save_committed(Some(log_id(1, 2))).await.unwrap();
+        group.blocking_append(entries(1, 4..6)).await.unwrap();
+        // Nothing has been folded: the tables hold no entry, the journal
+        // all six.
+        assert_eq!(store.verify().unwrap().n_entries, 0);
+        switch.crash();
+        // Closing tries to fold and finds the power gone.
+    }
+    let (store, _) = open_lossy(&dir, 1 << 20);
+    let mut group: GroupLogStore<TestConfig> = store.group(3).unwrap();
+    assert_eq!(
+        store.verify().unwrap().n_entries,
+        6,
+        "replayed into the tables"
+    );
+    let got = group.try_get_log_entries(0..10).await.unwrap();
+    assert_eq!(log_ids(&got), log_ids(&entries(1, 0..6)));
+    assert_eq!(group.read_committed().await.unwrap(), Some(log_id(1, 2)));
+    assert_eq!(
+        group.get_log_state().await.unwrap().last_log_id,
+        Some(log_id(1, 5))
+    );
+    // The replayed generation is closed: appends after it and a clean
+    // close give each entry once, in order.
+    group.blocking_append(entries(2, 6..8)).await.unwrap();
+    drop(group);
+    drop(store);
+    let (store, _) = open_lossy(&dir, 1 << 20);
+    let mut group: GroupLogStore<TestConfig> = store.group(3).unwrap();
+    let got = group.try_get_log_entries(0..10).await.unwrap();
+    let mut want = log_ids(&entries(1, 0..6));
+    want.extend(log_ids(&entries(2, 6..8)));
+    assert_eq!(log_ids(&got), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_and_purge_fold_the_journal_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.redb");
+    {
+        let store = LogStore::open(&path, with_journal(1 << 20)).unwrap();
+        let mut group: GroupLogStore<TestConfig> = store.group(4).unwrap();
+        group.blocking_append(entries(1, 0..10)).await.unwrap();
+        group.truncate_after(Some(log_id(1, 5))).await.unwrap();
+        // The truncate's commit folded the ten and then cut four.
+        assert_eq!(group.tail_len(), 0);
+        assert_eq!(store.verify().unwrap().n_entries, 6);
+        group.blocking_append(entries(2, 6..9)).await.unwrap();
+        group.purge(log_id(1, 3)).await.unwrap();
+        let got = group.try_get_log_entries(0..20).await.unwrap();
+        let mut want = log_ids(&entries(1, 4..6));
+        want.extend(log_ids(&entries(2, 6..9)));
+        assert_eq!(log_ids(&got), want);
+    }
+    let store = LogStore::open(&path, with_journal(1 << 20)).unwrap();
+    let mut group: GroupLogStore<TestConfig> = store.group(4).unwrap();
+    let got = group.try_get_log_entries(0..20).await.unwrap();
+    let mut want = log_ids(&entries(1, 4..6));
+    want.extend(log_ids(&entries(2, 6..9)));
+    assert_eq!(log_ids(&got), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_journal_folds_and_keeps_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.redb");
+    let n = 300u64;
+    {
+        // Room for a few dozen of these appends per generation.
+        let store = LogStore::open(&path, with_journal(4096)).unwrap();
+        let mut group: GroupLogStore<TestConfig> = store.group(5).unwrap();
+        for i in 0..n {
+            group.blocking_append(entries(1, i..i + 1)).await.unwrap();
+        }
+        assert!(
+            (group.tail_len() as u64) < n / 4,
+            "folds let the tail go: {} left",
+            group.tail_len()
+        );
+        assert!(store.verify().unwrap().n_entries >= n - n / 4);
+        let got = group.try_get_log_entries(0..n).await.unwrap();
+        assert_eq!(log_ids(&got), log_ids(&entries(1, 0..n)));
+    }
+    let store = LogStore::open(&path, with_journal(4096)).unwrap();
+    assert_eq!(store.verify().unwrap().n_entries, n, "a clean close folds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_opened_without_the_journal_replays_and_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.redb");
+    {
+        let (store, switch) = open_lossy(&dir, 1 << 20);
+        let mut group: GroupLogStore<TestConfig> = store.group(6).unwrap();
+        group.blocking_append(entries(1, 0..3)).await.unwrap();
+        switch.crash();
+    }
+    let journal = dir.path().join("log.redb.journal");
+    assert!(journal.exists());
+    let store = LogStore::open(&path, with_journal(0)).unwrap();
+    assert!(!journal.exists(), "the folded journal is removed");
+    let mut group: GroupLogStore<TestConfig> = store.group(6).unwrap();
+    let got = group.try_get_log_entries(0..10).await.unwrap();
+    assert_eq!(log_ids(&got), log_ids(&entries(1, 0..3)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_go_on_in_the_other_region_while_a_fold_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.redb");
+    let n = 200u64;
+    {
+        // Regions of 4 KiB: a few dozen one-entry appends each.
+        let store = LogStore::open(&path, with_journal(8192)).unwrap();
+        let mut group: GroupLogStore<TestConfig> = store.group(7).unwrap();
+        let mut reader = group.get_log_reader().await;
+        let (flushed, on_flushed) = counter();
+        // No redb commit can land: the fold of the first region waits.
+        let blocker = store.db().begin_write().unwrap();
+        for i in 0..80 {
+            group
+                .append_with(entries(1, i..i + 1), on_flushed())
+                .await
+                .unwrap();
+            wait_until(|| flushed.load(Ordering::SeqCst) == i as usize + 1).await;
+        }
+        // Past the first region, all durable, none folded.
+        assert_eq!(store.stats().journal_folds, 0);
+        assert_eq!(group.tail_len(), 80);
+        for i in 80..n {
+            group
+                .append_with(entries(1, i..i + 1), on_flushed())
+                .await
+                .unwrap();
+        }
+        // Once the second region is full too, the writer waits for the fold.
+        holds_for(
+            Duration::from_millis(50),
+            "appends acknowledged past two regions while their fold waits",
+            || flushed.load(Ordering::SeqCst) < n as usize,
+        )
+        .await;
+        drop(blocker);
+        wait_until(|| flushed.load(Ordering::SeqCst) == n as usize).await;
+        assert!(store.stats().journal_folds >= 1);
+        let got = reader.try_get_log_entries(0..n).await.unwrap();
+        assert_eq!(log_ids(&got), log_ids(&entries(1, 0..n)));
+    }
+    let store = LogStore::open(&path, with_journal(8192)).unwrap();
+    assert_eq!(store.verify().unwrap().n_entries, n, "a clean close folds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_backlog_drains_beside_the_journal_without_spinning() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LogStore::open(dir.path().join("log.redb"), with_journal(1 << 20)).unwrap();
+    let mut group: GroupLogStore<TestConfig> = store.group(8).unwrap();
+    let n = 3_000u64;
+    for chunk in 0..n / 100 {
+        group
+            .blocking_append(entries(1, chunk * 100..(chunk + 1) * 100))
+            .await
+            .unwrap();
+    }
+    // The purge folds the journal, then leaves its rows to the backlog,
+    // which a quiet writer deletes a step per commit (1,024 rows each):
+    // three commits in all, and no journal record in between.
+    let before = store.stats().commits;
+    group.purge(log_id(1, 2_499)).await.unwrap();
+    wait_until(|| rows(&store, 8, 0..=2_499) == 0).await;
+    assert_eq!(rows(&store, 8, 2_500..=n), 500);
+    let commits = store.stats().commits;
+    assert!(
+        commits - before <= 3,
+        "{} commits for a purge",
+        commits - before
+    );
+    // Then the writer sleeps: no commit, no journal record, while idle.
+    holds_for(
+        Duration::from_millis(200),
+        "an idle writer kept writing",
+        || store.stats().commits == commits,
+    )
+    .await;
+    let got = group.try_get_log_entries(0..n).await.unwrap();
+    assert_eq!(log_ids(&got), log_ids(&entries(1, 2_500..n)));
+}
