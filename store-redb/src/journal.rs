@@ -71,20 +71,15 @@ pub(crate) struct Opened {
 }
 
 impl Journal {
-    /// Opens the journal on `file`, zero-filling it to `capacity` if it is
-    /// shorter (a new file), and reads the appends of the generations
-    /// after `folded`: generation `folded + 1` from the start of whichever
-    /// region begins with it, then `folded + 2` from the other's.
-    pub(crate) fn open(
-        file: Box<dyn StorageBackend>,
-        capacity: u64,
-        folded: u64,
-    ) -> Result<Opened, Error> {
-        let io = |e: io::Error| Error::Journal(e);
-        let len = file.len().map_err(io)?;
-        // A journal opened with a smaller capacity than it was written
-        // with keeps its regions (and is read with them).
-        let region_len = capacity.max(len) / 2;
+    /// Opens the journal on `file` and reads the appends of the
+    /// generations after `folded`: generation `folded + 1` from the start
+    /// of whichever region begins with it, then `folded + 2` from the
+    /// other's. The regions are the halves of the file as it is (it was
+    /// written with them, whatever the capacity asked for now); fold what
+    /// was read, then [`Journal::prepare`] it before writing.
+    pub(crate) fn open(file: Box<dyn StorageBackend>, folded: u64) -> Result<Opened, Error> {
+        let len = file.len().map_err(Error::Journal)?;
+        let region_len = len / 2;
         let mut replay = Vec::new();
         let mut generation = None;
         for wanted in [folded + 1, folded + 2] {
@@ -104,16 +99,6 @@ impl Journal {
                 break;
             }
         }
-        if len < capacity {
-            let zeros = vec![0u8; FILL_STEP];
-            let mut at = len;
-            while at < capacity {
-                let n = (capacity - at).min(FILL_STEP as u64) as usize;
-                file.write(at, &zeros[..n]).map_err(io)?;
-                at += n as u64;
-            }
-            file.sync_data().map_err(io)?;
-        }
         Ok(Opened {
             journal: Journal {
                 file,
@@ -126,6 +111,29 @@ impl Journal {
             generation,
             replay,
         })
+    }
+
+    /// Makes the file `capacity` bytes of zeros, in two regions of half
+    /// that, unless it already has that size (a new file, or one written
+    /// with another capacity: its appends are folded by now, so nothing
+    /// in it is needed).
+    pub(crate) fn prepare(mut self, capacity: u64) -> Result<Journal, Error> {
+        let io = |e: io::Error| Error::Journal(e);
+        if self.file.len().map_err(io)? != capacity {
+            self.file.set_len(0).map_err(io)?;
+            let zeros = vec![0u8; FILL_STEP];
+            let mut at = 0;
+            while at < capacity {
+                let n = (capacity - at).min(FILL_STEP as u64) as usize;
+                self.file.write(at, &zeros[..n]).map_err(io)?;
+                at += n as u64;
+            }
+            self.file.sync_data().map_err(io)?;
+        }
+        self.region_len = capacity / 2;
+        self.region = 0;
+        self.offset = 0;
+        Ok(self)
     }
 
     /// The generation being written: the one a fold of the appends written
@@ -264,10 +272,22 @@ mod tests {
             .collect()
     }
 
+    /// Opens and prepares a journal of 4 KiB (regions of 2 KiB), as if
+    /// what it held was folded; `opened.replay` is what it held.
     fn open(path: &std::path::Path, folded: u64) -> (Opened, std::sync::Arc<CrashSwitch>) {
+        open_with(path, folded, 4096)
+    }
+
+    fn open_with(
+        path: &std::path::Path,
+        folded: u64,
+        capacity: u64,
+    ) -> (Opened, std::sync::Arc<CrashSwitch>) {
         let switch = CrashSwitch::new();
         let file = LossyFile::open(path, switch.clone()).unwrap();
-        (Journal::open(Box::new(file), 4096, folded).unwrap(), switch)
+        let mut opened = Journal::open(Box::new(file), folded).unwrap();
+        opened.journal = opened.journal.prepare(capacity).unwrap();
+        (opened, switch)
     }
 
     #[test]
@@ -323,6 +343,25 @@ mod tests {
         drop(again);
         let (again, _) = open(&path, 2);
         assert_eq!(indexes(&again.replay), vec![6]);
+    }
+
+    #[test]
+    fn a_journal_reopened_with_another_capacity_replays_with_its_own_regions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let (mut opened, _) = open_with(&path, 0, 4096);
+        assert!(write(&mut opened.journal, &[append(1, 1)]));
+        opened.journal.next_generation();
+        assert!(write(&mut opened.journal, &[append(1, 2)]));
+        drop(opened);
+        // Asked for 8 KiB now: both generations still replay (from the
+        // 2 KiB regions they were written in), then the file is remade.
+        let (again, _) = open_with(&path, 0, 8192);
+        assert_eq!(indexes(&again.replay), vec![1, 2]);
+        drop(again);
+        let (again, _) = open_with(&path, 2, 8192);
+        assert!(again.replay.is_empty());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
     }
 
     #[test]

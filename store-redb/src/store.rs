@@ -534,7 +534,7 @@ fn recover_journal(
     folded: u64,
     quick_repair: bool,
 ) -> Result<Option<Journal>, Error> {
-    let opened = Journal::open(file, capacity, folded)?;
+    let opened = Journal::open(file, folded)?;
     // Folded even when it holds no append, so that no later open reads
     // the generation again.
     if let Some(generation) = opened.generation {
@@ -547,5 +547,8 @@ fn recover_journal(
             "store-redb: replayed the append journal into the tables"
         );
     }
-    Ok((capacity > 0).then_some(opened.journal))
+    if capacity == 0 {
+        return Ok(None);
+    }
+    opened.journal.prepare(capacity).map(Some)
 }
