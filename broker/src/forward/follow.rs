@@ -516,8 +516,10 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                     q.lose_target(&mut q.lock());
                     continue;
                 };
-                let mut metrics = local.metrics();
-                metrics.borrow_and_update();
+                // Taken before the sync, so a flip after it wakes the wait.
+                // Not the Raft metrics: openraft sends those at every turn
+                // of the group's core, several per publish.
+                let flips = local.leading_flips();
                 if !local.sync_leadership() {
                     q.lose_target(&mut q.lock());
                     continue;
@@ -532,18 +534,17 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 // crashed in this process lets go of its log store only
                 // once its queues are gone.
                 drop((local, q));
-                // A group whose core has stopped dropped its metrics
-                // sender: `changed()` then fails at once, every time,
-                // and must not turn this loop into a spin.
                 tokio::select! {
-                    Ok(()) = metrics.changed() => {}
+                    _ = flips.notified() => {}
                     _ = kick.notified() => {}
                     _ = tokio::time::sleep(recheck) => {}
                 }
             }
             Target::Remote(node) => {
                 q.flush_orphans().await;
-                let metrics = q.local_or_open().map(|l| l.metrics());
+                // The local replica's leader (server metrics: not woken
+                // at every turn of the group's core).
+                let metrics = q.local_or_open().map(|l| l.server_metrics());
                 let leader_moved = async {
                     match metrics {
                         Some(mut m) => {

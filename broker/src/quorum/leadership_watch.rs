@@ -137,6 +137,7 @@ pub(super) fn set_leading(
         inner.start_feed(last_log_index);
         inner.refill(queue);
         super::sweep_list::list_if_wanted(shared, &mut inner);
+        shared.leading_flips.notify_one();
         tracing::info!(%queue, node_id, "leading");
     } else if leading.is_none() && inner.leading {
         inner.leading = false;
@@ -157,6 +158,7 @@ pub(super) fn set_leading(
                 },
             );
         }
+        shared.leading_flips.notify_one();
         tracing::info!(%queue, node_id, "no longer leading");
     }
 }

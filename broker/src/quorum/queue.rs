@@ -28,7 +28,7 @@ use crate::queue::{
     ConsumerId, ConsumerOptions, Message, MessageId, Outcome, PublishConfirm, PublishStatus, Queue,
     QueueAddress, QueueError, QueueEventKind, QueuePolicy, QueueStats, Sink, TxnPart,
 };
-use crate::raft::RaftStatus;
+use crate::raft::{RaftStatus, ServerMetricsWatch};
 
 /// A replicated queue: one openraft group.
 pub struct QuorumQueue {
@@ -209,7 +209,7 @@ impl QuorumQueue {
 
     /// The node that leads the group, if known.
     pub fn leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow_watched().current_leader
+        self.raft.server_metrics().borrow_watched().current_leader
     }
 
     /// `leader` reached this replica just now (its AppendEntries, a
@@ -237,9 +237,9 @@ impl QuorumQueue {
         Some((leader, vouched.map_or(age, |heard| heard.min(age))))
     }
 
-    /// Whether openraft makes this replica the leader while no quorum has
-    /// acknowledged it for the check-quorum window: it is cut off from
-    /// the other replicas and does not serve (see `leadership_watch.rs`).
+    /// Whether openraft makes this replica the leader while no quorum has acknowledged
+    /// it for the check-quorum window: it is cut off and does not serve
+    /// (`leadership_watch.rs`).
     pub(crate) fn leads_without_quorum(&self) -> bool {
         leads_without_quorum(
             &self.raft.metrics().borrow_watched(),
@@ -273,8 +273,7 @@ impl QuorumQueue {
         RaftStatus::of(&self.raft.metrics().borrow_watched())
     }
 
-    /// How many times this replica has seen the group's leader change
-    /// since it opened (the first leader it learns counts).
+    /// Times this replica saw the group's leader change since it opened (the first counts).
     pub fn leader_changes(&self) -> u64 {
         self.shared.leader_changes.load(Ordering::Relaxed)
     }
@@ -285,9 +284,8 @@ impl QuorumQueue {
 pub(crate) type Unpublished = (QueueError, Message, Option<PublishConfirm>);
 
 impl QuorumQueue {
-    /// Bring the leading flag up to date with the Raft metrics now, rather
-    /// than when the watcher task gets to run; returns whether this node
-    /// leads.
+    /// Bring the leading flag up to date with the Raft metrics now, rather than
+    /// when the watcher task gets to run; returns whether this node leads.
     pub(crate) fn sync_leadership(&self) -> bool {
         set_leading(
             &self.shared,
@@ -307,9 +305,18 @@ impl QuorumQueue {
         self.shared.lock().leading
     }
 
-    /// A watch of the group's Raft metrics (leadership changes).
+    /// A watch of the group's Raft metrics (every turn of its core).
     pub(crate) fn metrics(&self) -> crate::raft::MetricsWatch<super::types::QueueRaft> {
         self.raft.metrics()
+    }
+    /// A watch of the group's state, leader and vote (only when they move).
+    pub(crate) fn server_metrics(&self) -> ServerMetricsWatch<super::types::QueueRaft> {
+        self.raft.server_metrics()
+    }
+
+    /// Notified when this replica starts or stops serving as leader (one waiter; kept till then).
+    pub(crate) fn leading_flips(&self) -> Arc<tokio::sync::Notify> {
+        self.shared.leading_flips.clone()
     }
 
     /// Publish, or hand the message and its confirm back untouched when

@@ -158,6 +158,9 @@ pub(crate) struct Shared {
     pub(crate) quiet: Arc<super::quiet::Quiet>,
     /// Requests to other nodes; the node's, set once `node/` made them.
     pub(crate) peers: Arc<OnceLock<Arc<dyn super::PeerRequests>>>,
+    /// Raised (`notify_one`: kept until awaited) when this replica starts
+    /// or stops serving as leader; its one waiter is the forwarding's.
+    pub(crate) leading_flips: Arc<tokio::sync::Notify>,
 }
 
 impl Shared {
@@ -183,6 +186,7 @@ impl Shared {
             snapshot_in: SnapshotReceiver::default(),
             quiet: Arc::default(),
             peers: Arc::default(),
+            leading_flips: Arc::default(),
         }
     }
 

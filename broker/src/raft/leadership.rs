@@ -33,6 +33,10 @@ pub(crate) type Metrics<C> = RaftMetrics<C>;
 /// A group's metrics as they change.
 pub(crate) type MetricsWatch<C> = WatchReceiverOf<C, RaftMetrics<C>>;
 
+/// A group's state, leader, vote and membership as they change: unlike
+/// [`MetricsWatch`], not woken at every turn of openraft's loop.
+pub(crate) type ServerMetricsWatch<C> = WatchReceiverOf<C, openraft::metrics::RaftServerMetrics<C>>;
+
 /// Whether the metrics say `me` leads.
 pub(crate) fn leads_now<C: GroupConfig>(m: &Metrics<C>, me: NodeId) -> bool {
     m.state == ServerState::Leader && m.current_leader == Some(me)

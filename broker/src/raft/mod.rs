@@ -42,7 +42,7 @@ mod store;
 pub use boxed_runtime::BoxedRuntime;
 pub(crate) use fault::{core_fault, FirstFault};
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
-pub(crate) use leadership::MetricsWatch;
+pub(crate) use leadership::{MetricsWatch, ServerMetricsWatch};
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
 pub(crate) use snapshot_stream::{SnapshotChunk, SnapshotReceiver, SnapshotSink};
