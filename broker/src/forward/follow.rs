@@ -22,14 +22,12 @@ use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-
 use super::cut_off::{Cut, CutWatch, Sightings};
-use super::protocol::{Reply, Request, ToServer};
+use super::protocol::{Reply, Request};
 use super::routed::{At, RConsumer, RoutedQueue, State, Target};
 use crate::codec::definitions::condition;
 use crate::net::NodeId;
-use crate::queue::{ConsumerId, Outcome, Queue, QueueEventKind};
+use crate::queue::{Outcome, QueueEventKind};
 
 /// How often a remote target in use is probed (is it still the leader,
 /// does it still know our links).
@@ -43,14 +41,29 @@ const SEARCH_PAUSE: Duration = Duration::from_millis(100);
 const SEARCH_PAUSE_SLOW: Duration = Duration::from_millis(500);
 /// Bound on one control call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(1);
-/// Wake-up period of a local target's watch (cheap; catches anything the
-/// metrics watch missed).
+/// Wake-up period of a local target's watch while the queue has links here
+/// (cheap; catches anything the leadership flips missed).
 const LOCAL_RECHECK: Duration = Duration::from_secs(1);
-/// Both periods while the queue has no link here (no consumer, publisher
-/// or publish in flight): nothing to move, and a link attaching kicks the
-/// task. Every routed queue ever used stays; at 10,000 queues their
-/// wake-ups twice a second were a tenth of an idle node's CPU.
+/// A remote target's probe period while the queue has no link here and no
+/// local replica to watch (a link attaching kicks the task). With one, it
+/// has no timer at all: every routed queue ever used stays, and at 10,000
+/// queues 30 s re-checks were a third of an idle node's CPU.
 const IDLE_RECHECK: Duration = Duration::from_secs(30);
+
+/// Sleeps `period`, or for ever when there is none.
+async fn sleep_for(period: Option<Duration>) {
+    match period {
+        Some(period) => tokio::time::sleep(period).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Drop for RoutedQueue {
+    /// Its follower task may be waiting with no timer: it ends now.
+    fn drop(&mut self) {
+        self.kick.notify_one();
+    }
+}
 
 /// The consumer attached through remote link `link`.
 pub(super) fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
@@ -129,139 +142,6 @@ impl RoutedQueue {
             || !state.backlog.is_empty()
             || state.pub_link.is_some()
             || !state.orphans.is_empty()
-    }
-
-    /// Move every link to `target` (see the module documentation). The
-    /// caller holds the state lock.
-    pub(super) fn retarget(&self, state: &mut State, target: Target) {
-        let old = state.target;
-        if let Some(link) = state.pub_link.take() {
-            match old {
-                Target::Remote(node) => self.fwd.close_link(node, link),
-                _ => self.fwd.forget_link(link),
-            }
-        }
-        for (_, (_, confirm)) in state.pending.drain() {
-            if let Some(confirm) = confirm {
-                confirm.report(Outcome::Released);
-            }
-        }
-        for consumer in state.consumers.values_mut() {
-            let delivery_count = match consumer.at {
-                At::Local(id) => self
-                    .local()
-                    .and_then(|l| l.release_routed(id))
-                    .map_or(consumer.credit_limit, |(count, _)| count),
-                At::Remote {
-                    node,
-                    link,
-                    delivery_count,
-                    ..
-                } => {
-                    // A dead node's links die with it, and a live one
-                    // audits ours.
-                    self.fwd.close_link(node, link);
-                    delivery_count
-                }
-                At::Nowhere { delivery_count } => delivery_count,
-            };
-            consumer.at = At::Nowhere { delivery_count };
-        }
-        state.target = target;
-        if matches!(target, Target::Searching(_)) {
-            return;
-        }
-        state.cut_off = false;
-        tracing::debug!(queue = %self.address, ?old, ?target, "following the leader");
-        let ids: Vec<ConsumerId> = state.consumers.keys().copied().collect();
-        for id in ids {
-            if state.target != target {
-                return; // a send failed: searching again
-            }
-            self.attach(state, id);
-        }
-        while state.target == target {
-            let Some(held) = state.backlog.pop_front() else {
-                break;
-            };
-            match target {
-                Target::Local => {
-                    let Some(local) = self.local() else { break };
-                    if let Err((_, message, confirm)) =
-                        local.try_publish(held.message, held.confirm)
-                    {
-                        state.backlog.push_front(super::routed::Held {
-                            token: held.token,
-                            message,
-                            confirm,
-                        });
-                        self.lose_target(state);
-                    }
-                }
-                Target::Remote(node) => self.publish_remote(state, node, held),
-                Target::Searching(_) => break,
-            }
-        }
-        self.wake_publishers(state);
-    }
-
-    /// Attach one (detached) consumer at the current target.
-    pub(super) fn attach(&self, state: &mut State, id: ConsumerId) {
-        let target = state.target;
-        let Some(consumer) = state.consumers.get_mut(&id) else {
-            return;
-        };
-        let At::Nowhere { delivery_count } = consumer.at else {
-            return;
-        };
-        match target {
-            Target::Local => {
-                let Some(local) = self.local() else {
-                    return self.lose_target(state);
-                };
-                match local.subscribe_routed(
-                    consumer.sink.clone(),
-                    consumer.tag,
-                    (delivery_count, consumer.credit_limit, consumer.drain),
-                    consumer.options.clone(),
-                ) {
-                    Ok(local_id) => {
-                        consumer.at = At::Local(local_id);
-                        // Its place in the consumer order, for the next leader.
-                        if let Some(stamp) = local.stamp_of(local_id) {
-                            consumer.options.registered = Some(stamp);
-                        }
-                        for (message, outcome) in consumer.held_settles.drain(..) {
-                            local.settle(local_id, message, outcome);
-                        }
-                    }
-                    Err(_) => self.lose_target(state),
-                }
-            }
-            Target::Remote(node) => {
-                let link = self.fwd.new_link(&self.weak);
-                consumer.at = At::Remote {
-                    node,
-                    link,
-                    base: delivery_count,
-                    delivery_count,
-                };
-                let held = std::mem::take(&mut consumer.held_settles);
-                let flow = ToServer::Flow {
-                    link,
-                    credit_limit: consumer.credit_limit.wrapping_sub(delivery_count),
-                    drain: consumer.drain,
-                };
-                let subscribe = ToServer::subscribe(link, &self.address, &consumer.options);
-                self.send(state, node, &subscribe, Bytes::new());
-                // Held again if a send fails: the next leader gets them.
-                self.send_settles(state, id, (node, link), held);
-                if state.target == target {
-                    self.send(state, node, &flow, Bytes::new());
-                }
-            }
-            Target::Searching(_) => {}
-        }
     }
 
     /// A search found `target`: move there unless something else did.
@@ -524,11 +404,7 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                     q.lose_target(&mut q.lock());
                     continue;
                 }
-                let recheck = if q.in_use() {
-                    LOCAL_RECHECK
-                } else {
-                    IDLE_RECHECK
-                };
+                let recheck = q.in_use().then_some(LOCAL_RECHECK);
                 let kick = q.kick.clone();
                 // Not held while waiting (up to 30 s): a node stopped or
                 // crashed in this process lets go of its log store only
@@ -537,7 +413,7 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 tokio::select! {
                     _ = flips.notified() => {}
                     _ = kick.notified() => {}
-                    _ = tokio::time::sleep(recheck) => {}
+                    _ = sleep_for(recheck) => {}
                 }
             }
             Target::Remote(node) => {
@@ -545,6 +421,11 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 // The local replica's leader (server metrics: not woken
                 // at every turn of the group's core).
                 let metrics = q.local_or_open().map(|l| l.server_metrics());
+                let probe = if q.in_use() {
+                    Some(PROBE_INTERVAL)
+                } else {
+                    metrics.is_none().then_some(IDLE_RECHECK)
+                };
                 let leader_moved = async {
                     match metrics {
                         Some(mut m) => {
@@ -560,17 +441,12 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                         None => std::future::pending::<()>().await,
                     }
                 };
-                let probe = if q.in_use() {
-                    PROBE_INTERVAL
-                } else {
-                    IDLE_RECHECK
-                };
                 let kick = q.kick.clone();
                 drop(q); // not held while waiting (see above)
                 tokio::select! {
                     _ = leader_moved => {}
                     _ = kick.notified() => {}
-                    _ = tokio::time::sleep(probe) => {}
+                    _ = sleep_for(probe) => {}
                 }
                 let Some(q) = queue.upgrade() else {
                     return;

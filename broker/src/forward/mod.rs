@@ -21,6 +21,7 @@ pub(crate) mod fuzz_checks;
 mod held_settles;
 mod links;
 mod protocol;
+mod retarget;
 mod routed;
 mod routed_txn;
 mod server;
