@@ -193,11 +193,7 @@ impl LogStore {
         backend: impl redb::StorageBackend,
         options: LogStoreOptions,
     ) -> Result<LogStore, Error> {
-        let db = Database::builder()
-            .set_cache_size(options.cache_size_bytes)
-            .set_check_integrity_on_open(options.check_integrity_on_open)
-            .create_with_backend(backend)?;
-        LogStore::start(db, None, None, options)
+        LogStore::open_with_backends(backend, None, options)
     }
 
     /// Creates the tables of an opened database, folds what its journal
