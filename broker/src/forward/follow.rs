@@ -47,7 +47,7 @@ const LOCAL_RECHECK: Duration = Duration::from_secs(1);
 /// A remote target's probe period while the queue has no link here and no
 /// local replica to watch (a link attaching kicks the task). With one, it
 /// has no timer at all: every routed queue ever used stays, and at 10,000
-/// queues 30 s re-checks were a third of an idle node's CPU.
+/// queues 30 s re-checks were about a quarter of an idle node's CPU.
 const IDLE_RECHECK: Duration = Duration::from_secs(30);
 
 /// Sleeps `period`, or for ever when there is none.

@@ -11,7 +11,7 @@ use super::routed::{At, RoutedQueue, State, Target};
 use crate::queue::{ConsumerId, Outcome, Queue};
 
 impl RoutedQueue {
-    /// Move every link to `target` (see the module documentation). The
+    /// Move every link to `target` (see `follow.rs`'s module docs). The
     /// caller holds the state lock.
     pub(super) fn retarget(&self, state: &mut State, target: Target) {
         let old = state.target;
