@@ -8,7 +8,10 @@
 //! the tables in the order their writes were made (a truncate never lands
 //! before the appends it cuts). Once a fold has committed, the thread
 //! records it in the stats and runs its appends' `applied` callbacks (the
-//! groups' tails let go of the entries); then it answers the writer.
+//! groups' tails let go of the entries); then it answers the writer. A
+//! fold that fails is published on the store's failure watch at once, not
+//! when the writer next waits for it: the writer may sit idle (publishers
+//! held back by a full disk's alarm) while the process should fail-stop.
 //!
 //! Owns the thread and its channel; knows nothing of the journal's bytes.
 
@@ -21,13 +24,14 @@ use crate::apply::fold_generation;
 use crate::compact::SharedDb;
 use crate::error::Error;
 use crate::stats::BatchStats;
+use crate::store::FailureWatch;
 use crate::writer::{Applied, WriteOp};
 
 struct FoldJob {
     generation: u64,
     ops: Vec<WriteOp>,
     applied: Vec<Applied>,
-    done: SyncSender<Result<(), Error>>,
+    done: SyncSender<Result<(), Arc<Error>>>,
 }
 
 /// The writer's handle on the fold thread.
@@ -35,7 +39,7 @@ pub(crate) struct Folder {
     jobs: Option<Sender<FoldJob>>,
     thread: Option<JoinHandle<()>>,
     /// The answer of the fold in flight, if one is.
-    in_flight: Option<Receiver<Result<(), Error>>>,
+    in_flight: Option<Receiver<Result<(), Arc<Error>>>>,
 }
 
 impl Folder {
@@ -44,6 +48,7 @@ impl Folder {
         db: SharedDb,
         stats: Arc<BatchStats>,
         quick_repair: bool,
+        failure: FailureWatch,
     ) -> Result<Folder, Error> {
         let (jobs, receiver) = channel::<FoldJob>();
         let thread = std::thread::Builder::new()
@@ -55,6 +60,17 @@ impl Folder {
                         let db = db.read().unwrap_or_else(PoisonError::into_inner);
                         fold_generation(&db, &job.ops, job.generation, quick_repair)
                     };
+                    let result = result.map_err(|e| {
+                        let e = Arc::new(e);
+                        tracing::error!(error = %e, "store-redb journal fold failed; refusing further writes");
+                        // The first failure only (as the writer's own).
+                        failure.send_if_modified(|first| {
+                            let new = first.is_none();
+                            first.get_or_insert_with(|| e.clone());
+                            new
+                        });
+                        e
+                    });
                     if result.is_ok() {
                         stats.record_fold();
                         for applied in job.applied {
@@ -102,10 +118,10 @@ impl Folder {
     }
 
     /// Waits for the fold in flight, if any, and returns its result.
-    pub(crate) fn wait(&mut self) -> Result<(), Error> {
+    pub(crate) fn wait(&mut self) -> Result<(), Arc<Error>> {
         match self.in_flight.take() {
             // A thread that died without answering dropped the sender.
-            Some(answer) => answer.recv().map_err(|_| Error::WriterStopped)?,
+            Some(answer) => answer.recv().map_err(|_| Arc::new(Error::WriterStopped))?,
             None => Ok(()),
         }
     }

@@ -121,6 +121,9 @@ impl Journal {
         let io = |e: io::Error| Error::Journal(e);
         if self.file.len().map_err(io)? != capacity {
             self.file.set_len(0).map_err(io)?;
+            // Sized first (a backend need not grow on a write), then
+            // written, so that the blocks exist before the first append.
+            self.file.set_len(capacity).map_err(io)?;
             let zeros = vec![0u8; FILL_STEP];
             let mut at = 0;
             while at < capacity {

@@ -280,3 +280,76 @@ async fn a_purge_backlog_drains_beside_the_journal_without_spinning() {
     let got = group.try_get_log_entries(0..n).await.unwrap();
     assert_eq!(log_ids(&got), log_ids(&entries(1, 2_500..n)));
 }
+
+/// The tables' backend of [`a_failed_fold_is_published_at_once`]: in
+/// memory, its writes fail with ENOSPC while `full` is set.
+#[derive(Debug, Default)]
+struct FullDisk {
+    inner: redb::backends::InMemoryBackend,
+    full: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl redb::StorageBackend for FullDisk {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.inner.set_len(len)
+    }
+
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.inner.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        if self.full.load(Ordering::SeqCst) {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        self.inner.write(offset, data)
+    }
+}
+
+/// A fold that fails (the disk under the tables is full) is published on
+/// the store's failure watch by the fold thread, not when the writer next
+/// waits for the fold: the writer may sit idle meanwhile (publishers held
+/// back by a full disk's alarm), and the process must fail-stop while the
+/// disk is full, not after it was freed. Every append stays acknowledged:
+/// the journal holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_fold_is_published_at_once() {
+    let tables = FullDisk::default();
+    let full = tables.full.clone();
+    let journal = Box::new(redb::backends::InMemoryBackend::new());
+    let store = LogStore::open_with_backends(tables, Some(journal), with_journal(8192)).unwrap();
+    let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
+    let (flushed, on_flushed) = counter();
+    full.store(true, Ordering::SeqCst);
+
+    // Appends until the first region's fold has started and failed. Had
+    // the failure waited for the writer, the second region would fill,
+    // the writer would wait for the fold, and an append would fail (the
+    // counter's completion asserts success).
+    let mut batches = 0;
+    while store.failure().is_none() {
+        assert!(batches < 1_000, "no fold failure published");
+        let first = batches * 4;
+        group
+            .append_with(entries(1, first..first + 4), on_flushed())
+            .await
+            .unwrap();
+        batches += 1;
+        wait_until(|| flushed.load(Ordering::SeqCst) == batches as usize).await;
+    }
+    let failure = store.failure().unwrap();
+    assert!(failure.to_string().contains("os error 28"), "{failure}");
+    assert_eq!(store.stats().journal_folds, 0);
+
+    // The writer is poisoned once it needs the fold: a vote fails.
+    let refused = group.save_vote(&Vote::new(2, 1)).await.unwrap_err();
+    assert!(refused.to_string().contains("os error 28"), "{refused}");
+}

@@ -191,7 +191,12 @@ impl Writer {
         journal: Option<Journal>,
     ) -> Result<JoinHandle<()>, Error> {
         let folder = match journal {
-            Some(_) => Some(Folder::spawn(db.clone(), stats.clone(), quick_repair)?),
+            Some(_) => Some(Folder::spawn(
+                db.clone(),
+                stats.clone(),
+                quick_repair,
+                failure.clone(),
+            )?),
             None => None,
         };
         let writer = Writer {
@@ -380,13 +385,8 @@ impl Writer {
         let Some(folder) = self.folder.as_mut() else {
             return Ok(());
         };
-        match folder.wait() {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                tracing::error!(error = %e, "store-redb journal fold failed; refusing further writes");
-                Err(self.poison(e))
-            }
-        }
+        // The fold thread logged and published a failure already.
+        folder.wait().map_err(|e| self.poison_shared(e))
     }
 
     fn commit_or_poison(&mut self, batch: &[WriteRequest], fold: Fold) -> Result<(), Arc<Error>> {
@@ -437,12 +437,19 @@ impl Writer {
 
     /// Refuse every later write after `e`, and publish it.
     fn poison(&mut self, e: Error) -> Arc<Error> {
+        self.poison_shared(Arc::new(e))
+    }
+
+    fn poison_shared(&mut self, e: Arc<Error>) -> Arc<Error> {
         self.stats.record_failure();
-        let e = Arc::new(e);
         self.failed = Some(e.clone());
         // Stored whether or not anyone watches yet: a watcher that
-        // subscribes later sees it at once.
-        self.failure.send_replace(Some(e.clone()));
+        // subscribes later sees it at once. The first failure stays.
+        self.failure.send_if_modified(|first| {
+            let new = first.is_none();
+            first.get_or_insert_with(|| e.clone());
+            new
+        });
         e
     }
 
