@@ -24,7 +24,7 @@ use crate::apply::fold_generation;
 use crate::compact::SharedDb;
 use crate::error::Error;
 use crate::stats::BatchStats;
-use crate::store::FailureWatch;
+use crate::store::{publish_failure, FailureWatch};
 use crate::writer::{Applied, WriteOp};
 
 struct FoldJob {
@@ -63,12 +63,7 @@ impl Folder {
                     let result = result.map_err(|e| {
                         let e = Arc::new(e);
                         tracing::error!(error = %e, "store-redb journal fold failed; refusing further writes");
-                        // The first failure only (as the writer's own).
-                        failure.send_if_modified(|first| {
-                            let new = first.is_none();
-                            first.get_or_insert_with(|| e.clone());
-                            new
-                        });
+                        publish_failure(&failure, &e);
                         e
                     });
                     if result.is_ok() {

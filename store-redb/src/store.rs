@@ -109,10 +109,21 @@ pub struct LogStore {
 
 type Registry = HashMap<u64, Weak<dyn ErasedGroup>>;
 
-/// The store's first failed commit, once there is one: set by the writer
-/// thread when it poisons itself, read by [`LogStore::failed`] and
+/// The store's first failed commit or fold, once there is one: set by the
+/// writer thread when it poisons itself or by the fold thread
+/// ([`publish_failure`]), read by [`LogStore::failed`] and
 /// [`LogStore::failure`].
 pub(crate) type FailureWatch = Arc<watch::Sender<Option<Arc<Error>>>>;
+
+/// Publishes `e` on `watch` unless a failure is there already (the first
+/// one stays, whichever thread saw it).
+pub(crate) fn publish_failure(watch: &FailureWatch, e: &Arc<Error>) {
+    watch.send_if_modified(|first| {
+        let new = first.is_none();
+        first.get_or_insert_with(|| e.clone());
+        new
+    });
+}
 
 pub(crate) struct Inner {
     /// Read-locked by every reader and by the writer's transactions;

@@ -70,7 +70,7 @@ use crate::fold::Folder;
 use crate::journal::Journal;
 use crate::purge_backlog::PurgeBacklog;
 use crate::stats::{BatchStats, CommitTally};
-use crate::store::FailureWatch;
+use crate::store::{publish_failure, FailureWatch};
 use crate::tables::{MetaKind, FORMAT, JOURNAL_FOLDED_KEY};
 
 /// A commit at least this long is logged as a warning.
@@ -445,11 +445,7 @@ impl Writer {
         self.failed = Some(e.clone());
         // Stored whether or not anyone watches yet: a watcher that
         // subscribes later sees it at once. The first failure stays.
-        self.failure.send_if_modified(|first| {
-            let new = first.is_none();
-            first.get_or_insert_with(|| e.clone());
-            new
-        });
+        publish_failure(&self.failure, &e);
         e
     }
 
