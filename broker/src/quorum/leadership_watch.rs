@@ -44,8 +44,10 @@ pub(super) fn leadership(raft: &QueueRaftHandle, node_id: NodeId, quiet: &Quiet)
 
 /// The rule behind [`leadership`]: a leader whose quorum's last
 /// acknowledgement is older than `window_ms` does not count. openraft
-/// reports the age at every turn of its loop, at least once a tick (1.5
-/// heartbeat intervals), so it is at most that stale. A leader alone in
+/// reports the age at every turn of its loop (a leader's turns at least
+/// once a heartbeat interval: `follower_tick.rs` triggers its
+/// heartbeats), and a serving leader's watcher reads it at most
+/// [`SERVING_RECHECK`] later, so it is at most that stale. A leader alone in
 /// its group acknowledges itself; one just elected has no figure yet and
 /// counts (its votes were the acknowledgement). A quiet leader counts
 /// while its quiet stamp is within the window (`quiet.rs`). And a leader
@@ -216,37 +218,24 @@ pub(super) async fn watch_leadership(
         if leading.is_some() {
             shared.lock().confirm_missing(&queue, log_applied);
         }
-        // A follower waits for a change of state, leader or vote (server
-        // metrics), not for every pass of openraft 0.10's core loop: it
-        // sends the full metrics each pass (a tick every heartbeat_interval
-        // * 13/64), which woke this task ten times a second per group for
-        // nothing on the two follower replicas of every group. A leader
-        // follows every pass: its quorum-acknowledgement figure moves.
         let state = metrics.borrow_watched().state;
         // A new candidate needs openraft's tick, which a quiet follower
         // goes without (`follower_tick.rs`).
         super::follower_tick::tick_if_candidate(&raft, state);
-        let following = leading.is_none() && !state.is_leader();
-        if following {
+        let wait = Wait::of(leading.is_some(), state);
+        if wait != Wait::EveryTurn {
             server.borrow_and_update();
         }
         // The same task serves the state machine's snapshot requests: it
-        // holds the Raft handle and ends with the group.
+        // holds the Raft handle and ends with the group. The wait lives
+        // across them: begun again, it would miss a server change it had
+        // taken before its full metrics came.
+        let turn = next_turn(&mut metrics, &mut server, wait);
+        tokio::pin!(turn);
         loop {
             tokio::select! {
-                changed = server.changed(), if following => {
-                    if changed.is_err() {
-                        break 'group;
-                    }
-                    // The full metrics are sent right after the server
-                    // metrics, in the same pass: read those.
-                    if metrics.changed().await.is_err() {
-                        break 'group;
-                    }
-                    break;
-                }
-                changed = metrics.changed(), if !following => {
-                    if changed.is_err() {
+                turned = &mut turn => {
+                    if turned.is_err() {
                         break 'group;
                     }
                     break;
@@ -262,6 +251,68 @@ pub(super) async fn watch_leadership(
     let fault = crate::raft::core_fault(&metrics.borrow_watched());
     if let (Some(reason), Some(faults)) = (fault, shared.core_faults.get()) {
         super::node_faults::report(faults, &queue, reason);
+    }
+}
+
+/// Which of openraft's passes the watcher waits for. openraft 0.10 sends
+/// the full metrics at every pass of a group's core loop: a tick every
+/// `heartbeat_interval * 13 / 64` where ticks run, and 4-5 passes per
+/// publish on a leader (one node: 4.4). Following each of them cost a
+/// serving leader a wake-up of this task and a check-quorum evaluation
+/// per pass, 6.4k instructions per publish of the 165k a one-node publish
+/// costs, for a figure (the quorum acknowledgement's age) that matters on
+/// a scale of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Neither leading nor openraft's leader: a change of state, leader
+    /// or vote (the server metrics, sent only when they change).
+    ServerChange,
+    /// openraft's leader, not serving yet (its own term's entry not
+    /// applied) or cut off: every pass, to serve the moment it may.
+    EveryTurn,
+    /// Serving: a change of state, leader or vote at once; any other pass
+    /// at most once a [`SERVING_RECHECK`]. A leader cut off from its
+    /// quorum stops serving that much later than the pass that first
+    /// shows its acknowledgement too old (the window is seconds).
+    Serving,
+}
+
+impl Wait {
+    fn of(serving: bool, state: ServerState) -> Wait {
+        match (serving, state.is_leader()) {
+            (true, _) => Wait::Serving,
+            (false, true) => Wait::EveryTurn,
+            (false, false) => Wait::ServerChange,
+        }
+    }
+}
+
+/// How often a serving leader looks at passes of its core loop that
+/// changed neither its state, its leader nor its vote.
+const SERVING_RECHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The next pass the watcher wants (see [`Wait`]); an error once the
+/// group's core ended.
+async fn next_turn(
+    metrics: &mut crate::raft::MetricsWatch<QueueRaft>,
+    server: &mut crate::raft::ServerMetricsWatch<QueueRaft>,
+    wait: Wait,
+) -> Result<(), openraft::async_runtime::watch::RecvError> {
+    match wait {
+        Wait::EveryTurn => metrics.changed().await,
+        Wait::ServerChange => {
+            server.changed().await?;
+            // The full metrics are sent right after the server metrics,
+            // in the same pass: read those.
+            metrics.changed().await
+        }
+        Wait::Serving => {
+            tokio::select! {
+                changed = server.changed() => changed?,
+                () = tokio::time::sleep(SERVING_RECHECK) => {}
+            }
+            metrics.changed().await
+        }
     }
 }
 
@@ -353,6 +404,14 @@ mod tests {
             leading_with_quorum(&leader_metrics(1, None), 1, 3000, &awake()),
             Some(7)
         );
+    }
+
+    #[test]
+    fn only_a_leader_not_yet_serving_follows_every_turn() {
+        assert_eq!(Wait::of(true, ServerState::Leader), Wait::Serving);
+        assert_eq!(Wait::of(false, ServerState::Leader), Wait::EveryTurn);
+        assert_eq!(Wait::of(false, ServerState::Follower), Wait::ServerChange);
+        assert_eq!(Wait::of(false, ServerState::Candidate), Wait::ServerChange);
     }
 
     #[test]
