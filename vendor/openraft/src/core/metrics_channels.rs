@@ -25,6 +25,13 @@ where C: RaftTypeConfig
     /// [`Raft::data_metrics()`]: crate::Raft::data_metrics
     pub(crate) data: WatchSenderOf<C, RaftDataMetrics<C>>,
 
+    /// ramqp: whether [`Raft::data_metrics()`] was ever called. Until then the data metrics are
+    /// updated in place without waking anyone: nobody can be waiting on them, and each wake-up
+    /// of a tokio watch costs its eight `Notify`s, at every pass of the core loop.
+    ///
+    /// [`Raft::data_metrics()`]: crate::Raft::data_metrics
+    pub(crate) data_watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
+
     /// The subset of metrics that changes with server state, backing [`Raft::server_metrics()`].
     ///
     /// [`Raft::server_metrics()`]: crate::Raft::server_metrics

@@ -851,10 +851,13 @@ where
         // but not `RaftDataMetrics` and `RaftServerMetrics`.
         // Thus if `RaftMetrics` change is perceived, the other two should have been updated.
 
+        // ramqp: read under the channel's lock, after the update, so a subscriber that came
+        // before the update is woken by it and one that came after reads it.
+        let data_watched = &self.metrics.data_watched;
         self.metrics.data.send_if_modified(|metrics| {
             if data_metrics.ne(metrics) {
                 *metrics = data_metrics.clone();
-                return true;
+                return data_watched.load(Ordering::SeqCst); // ramqp
             }
             false
         });

@@ -538,6 +538,8 @@ where
         let (tx_notify, rx_notify) = C::mpsc(notification_channel_size);
         let (tx_metrics, rx_metrics) = C::watch_channel(RaftMetrics::new_initial(id.clone()));
         let (tx_data_metrics, rx_data_metrics) = C::watch_channel(RaftDataMetrics::default());
+        // ramqp: data metrics wake nobody until someone asks for them.
+        let data_metrics_watched = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (tx_server_metrics, rx_server_metrics) = C::watch_channel(RaftServerMetrics::new_initial(id.clone()));
 
         // Watch channel for IO completion notifications from storage callbacks.
@@ -592,6 +594,7 @@ where
             let tx_install_snapshot = tx_install_snapshot.clone();
             let rx_metrics = rx_metrics.clone();
             let rx_server_metrics = rx_server_metrics.clone();
+            let data_metrics_watched_core = data_metrics_watched.clone(); // ramqp
 
             Box::new(move |inner: &RaftInner<C>| {
                 let tick_tx = tx_notify.clone();
@@ -646,6 +649,7 @@ where
                     metrics: MetricsChannels {
                         all: tx_metrics,
                         data: tx_data_metrics,
+                        data_watched: data_metrics_watched_core, // ramqp
                         server: tx_server_metrics,
                         progress: tx_progress,
                     },
@@ -691,6 +695,7 @@ where
             tx_api,
             rx_metrics,
             rx_data_metrics,
+            data_metrics_watched, // ramqp
             rx_server_metrics,
             progress_watcher,
             tx_shutdown: Mutex::new(Some(tx_shutdown)),
@@ -1584,6 +1589,8 @@ where
 
     /// Get a handle to the data metrics channel.
     pub fn data_metrics(&self) -> WatchReceiverOf<C, RaftDataMetrics<C>> {
+        // ramqp: from now on every change wakes the watchers.
+        self.inner.data_metrics_watched.store(true, std::sync::atomic::Ordering::SeqCst);
         self.inner.rx_data_metrics.clone()
     }
 

@@ -52,6 +52,8 @@ where C: RaftTypeConfig
     pub(in crate::raft) tx_api: MpscSenderOf<C, RaftMsg<C>>,
     pub(in crate::raft) rx_metrics: WatchReceiverOf<C, RaftMetrics<C>>,
     pub(in crate::raft) rx_data_metrics: WatchReceiverOf<C, RaftDataMetrics<C>>,
+    /// ramqp: set by the first [`Raft::data_metrics()`](crate::Raft::data_metrics) call.
+    pub(in crate::raft) data_metrics_watched: Arc<std::sync::atomic::AtomicBool>,
     pub(in crate::raft) rx_server_metrics: WatchReceiverOf<C, RaftServerMetrics<C>>,
     pub(in crate::raft) progress_watcher: IoProgressWatcher<C>,
 

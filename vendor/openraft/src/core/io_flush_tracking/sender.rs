@@ -34,6 +34,13 @@ where C: RaftTypeConfig
 
     /// Sender for last-applied log progress (state machine application).
     pub(crate) apply_tx: WatchSenderOf<C, Option<LogIdOf<C>>>,
+
+    /// ramqp: whether a progress handle was ever made (`IoProgressWatcher`). Until then the
+    /// channels are updated in place without waking anyone: nobody can be waiting on them, and
+    /// each wake-up of a tokio watch costs its eight `Notify`s, at every pass of the core loop.
+    /// Read under each channel's lock, after the update, so a handle made before the update is
+    /// woken by it and one made after reads it.
+    pub(crate) watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<C> IoProgressSender<C>
@@ -63,7 +70,7 @@ where C: RaftTypeConfig
                 if prev.as_ref() != Some(&vote) {
                     tracing::debug!("send_log_progress: update vote to :{}", vote);
                     *prev = Some(vote);
-                    true
+                    self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
                 } else {
                     false
                 }
@@ -75,7 +82,7 @@ where C: RaftTypeConfig
             if prev.as_ref() != x.as_ref() {
                 tracing::debug!("send_log_progress: update log to :{}", x.display());
                 *prev = x;
-                true
+                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
             } else {
                 false
             }
@@ -92,7 +99,7 @@ where C: RaftTypeConfig
             if prev.as_ref() != log_id.as_ref() {
                 tracing::debug!("send_commit_progress: update commit to :{}", log_id.display());
                 *prev = log_id.clone();
-                true
+                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
             } else {
                 false
             }
@@ -109,7 +116,7 @@ where C: RaftTypeConfig
             if prev.as_ref() != log_id.as_ref() {
                 tracing::debug!("send_snapshot_progress: update snapshot to :{}", log_id.display());
                 *prev = log_id.clone();
-                true
+                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
             } else {
                 false
             }
@@ -126,7 +133,7 @@ where C: RaftTypeConfig
             if prev.as_ref() != log_id.as_ref() {
                 tracing::debug!("send_apply_progress: update applied to :{}", log_id.display());
                 *prev = log_id.clone();
-                true
+                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
             } else {
                 false
             }

@@ -50,6 +50,9 @@ where C: RaftTypeConfig
 
     /// Receiver for applied log progress (state machine application).
     apply: WatchReceiverOf<C, Option<LogIdOf<C>>>,
+
+    /// ramqp: set by the first handle made here (see [`IoProgressSender::watched`]).
+    watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<C> IoProgressWatcher<C>
@@ -67,12 +70,14 @@ where C: RaftTypeConfig
         let (snapshot_tx, snapshot) = C::watch_channel(None);
         let (apply_tx, apply) = C::watch_channel(None);
 
+        let watched = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let sender = IoProgressSender {
             log_tx,
             vote_tx,
             commit_tx,
             snapshot_tx,
             apply_tx,
+            watched: watched.clone(), // ramqp
         };
         let watcher = Self {
             log,
@@ -80,6 +85,7 @@ where C: RaftTypeConfig
             commit,
             snapshot,
             apply,
+            watched, // ramqp
         };
 
         (sender, watcher)
@@ -89,7 +95,13 @@ where C: RaftTypeConfig
     ///
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
+    /// ramqp: from now on every change wakes the watchers.
+    fn watch(&self) {
+        self.watched.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     pub(crate) fn log_progress(&self) -> LogProgress<C> {
+        self.watch(); // ramqp
         LogProgress::new(self.log.clone())
     }
 
@@ -98,6 +110,7 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn vote_progress(&self) -> VoteProgress<C> {
+        self.watch(); // ramqp
         VoteProgress::new(self.vote.clone())
     }
 
@@ -106,6 +119,7 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn commit_progress(&self) -> CommitProgress<C> {
+        self.watch(); // ramqp
         CommitProgress::new(self.commit.clone())
     }
 
@@ -114,6 +128,7 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn snapshot_progress(&self) -> SnapshotProgress<C> {
+        self.watch(); // ramqp
         SnapshotProgress::new(self.snapshot.clone())
     }
 
@@ -122,6 +137,7 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn apply_progress(&self) -> AppliedProgress<C> {
+        self.watch(); // ramqp
         AppliedProgress::new(self.apply.clone())
     }
 }
