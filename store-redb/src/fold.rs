@@ -66,7 +66,7 @@ impl Folder {
                         publish_failure(&failure, &e);
                         e
                     });
-                    if result.is_ok() {
+                    if let Ok(tally) = &result {
                         stats.record_fold();
                         for applied in job.applied {
                             applied();
@@ -74,12 +74,13 @@ impl Folder {
                         tracing::debug!(
                             generation = job.generation,
                             appends = job.ops.len(),
+                            rows = tally.records,
                             took_us = started.elapsed().as_micros() as u64,
                             "store-redb: folded a journal region"
                         );
                     }
                     // The writer may be gone (closing): nothing to tell.
-                    let _ = job.done.send(result);
+                    let _ = job.done.send(result.map(|_| ()));
                 }
             })
             .map_err(Error::WriterSpawn)?;
