@@ -57,15 +57,24 @@ pub(crate) async fn wait_until(cond: impl FnMut() -> bool) {
     wait_until_within(Duration::from_secs(5), cond).await;
 }
 
-async fn wait_until_within(limit: Duration, mut cond: impl FnMut() -> bool) {
+async fn wait_until_within(limit: Duration, cond: impl FnMut() -> bool) {
+    assert!(
+        reached_within(limit, cond).await,
+        "condition not reached in {limit:?}"
+    );
+}
+
+/// Whether `cond` holds within `limit` (checked every 10 ms): for a
+/// condition that may rightly never come.
+pub(crate) async fn reached_within(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + limit;
     while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "condition not reached in {limit:?}"
-        );
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    true
 }
 
 /// Asserts that `cond` holds throughout `quiet`, polled every 10 ms.

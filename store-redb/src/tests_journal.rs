@@ -15,7 +15,9 @@ use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::{RaftLogReader, Vote};
 
 use crate::lossy_file::CrashSwitch;
-use crate::tests::{counter, entries, holds_for, log_id, log_ids, rows, wait_until, TestConfig};
+use crate::tests::{
+    counter, entries, holds_for, log_id, log_ids, reached_within, rows, wait_until, TestConfig,
+};
 use crate::{GroupLogStore, LogStore, LogStoreOptions};
 
 fn with_journal(bytes: u64) -> LogStoreOptions {
@@ -280,11 +282,13 @@ async fn a_purge_backlog_drains_beside_the_journal_without_spinning() {
 }
 
 /// The tables' backend of [`a_failed_fold_is_published_at_once`]: in
-/// memory, its writes fail with ENOSPC while `full` is set.
+/// memory, its writes fail with ENOSPC while `full` is set, counted in
+/// `refused`.
 #[derive(Debug, Default)]
 struct FullDisk {
     inner: redb::backends::InMemoryBackend,
     full: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    refused: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl redb::StorageBackend for FullDisk {
@@ -306,6 +310,7 @@ impl redb::StorageBackend for FullDisk {
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
         if self.full.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(std::io::Error::from_raw_os_error(28));
         }
         self.inner.write(offset, data)
@@ -322,6 +327,7 @@ impl redb::StorageBackend for FullDisk {
 async fn a_failed_fold_is_published_at_once() {
     let tables = FullDisk::default();
     let full = tables.full.clone();
+    let refused = tables.refused.clone();
     let journal = Box::new(redb::backends::InMemoryBackend::new());
     let store = LogStore::open_with_backends(tables, Some(journal), with_journal(8192)).unwrap();
     let mut group: GroupLogStore<TestConfig> = store.group(1).unwrap();
@@ -331,7 +337,11 @@ async fn a_failed_fold_is_published_at_once() {
     // Appends until the first region's fold has started and failed. Had
     // the failure waited for the writer, the second region would fill,
     // the writer would wait for the fold, and an append would fail (the
-    // counter's completion asserts success).
+    // counter's completion asserts success). After each append the fold
+    // thread gets up to 100 ms to try a region handed to it, and once the
+    // disk refused it, a second to publish the failure: on a loaded
+    // machine it lagged so far behind the appends that the second region
+    // filled before it had tried the first.
     let mut batches = 0;
     while store.failure().is_none() {
         assert!(batches < 1_000, "no fold failure published");
@@ -342,6 +352,13 @@ async fn a_failed_fold_is_published_at_once() {
             .unwrap();
         batches += 1;
         wait_until(|| flushed.load(Ordering::SeqCst) == batches as usize).await;
+        if reached_within(Duration::from_millis(100), || {
+            refused.load(Ordering::SeqCst) > 0
+        })
+        .await
+        {
+            reached_within(Duration::from_secs(1), || store.failure().is_some()).await;
+        }
     }
     let failure = store.failure().unwrap();
     assert!(failure.to_string().contains("os error 28"), "{failure}");
