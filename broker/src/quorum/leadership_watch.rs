@@ -259,8 +259,9 @@ pub(super) async fn watch_leadership(
 /// `heartbeat_interval * 13 / 64` where ticks run, and 4-5 passes per
 /// publish on a leader (one node: 4.4). Following each of them cost a
 /// serving leader a wake-up of this task and a check-quorum evaluation
-/// per pass, 6.4k instructions per publish of the 165k a one-node publish
-/// costs, for a figure (the quorum acknowledgement's age) that matters on
+/// per pass, 7.0k instructions per publish of the 168k a one-node publish
+/// cost (`docs/benchmarks.md`, "Fewer wake-ups and rows per quorum
+/// publish"), for a figure (the quorum acknowledgement's age) that matters on
 /// a scale of seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wait {
