@@ -134,7 +134,7 @@ impl Inner {
         let mut bytes = 0u64;
         let keep = slots
             .iter()
-            .take_while(|slot| {
+            .take_while(|(slot, _)| {
                 let first = bytes == 0;
                 bytes += u64::from(slot.location.body_bytes);
                 first || bytes <= WINDOW_BYTES
@@ -143,19 +143,18 @@ impl Inner {
         slots.truncate(keep);
         let paged: Vec<(Location, u64)> = slots
             .iter()
-            .filter(|s| s.placement == Placement::Paged)
-            .map(|s| (s.location, s.id))
+            .filter(|(s, _)| s.placement == Placement::Paged)
+            .map(|(s, _)| (s.location, s.id))
             .collect();
         let mut paged_bodies = match self.store.as_ref() {
             Some(store) => store.read_batch(&paged).into_iter(),
             None => Vec::new().into_iter(),
         };
-        for slot in slots {
+        for (slot, resident) in slots {
             let body = match slot.placement {
-                Placement::Resident => self
-                    .index
-                    .resident_body(slot.id)
-                    .ok_or_else(|| "resident body not in memory".to_string()),
+                Placement::Resident => {
+                    resident.ok_or_else(|| "resident body not in memory".to_string())
+                }
                 Placement::Paged => match paged_bodies.next() {
                     Some(read) => read.map_err(|e| e.to_string()),
                     None => Err("segment store not open".to_string()),

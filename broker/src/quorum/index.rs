@@ -6,9 +6,9 @@
 //!
 //! Memory per paged message is one 32-byte [`Slot`] in a persistent vector
 //! (`imbl::Vector`, chunks of 64 slots, no allocation per message);
-//! resident bodies sit in a persistent map beside it. Cloning the index
-//! for a snapshot is O(1) and shares structure, so a snapshot of a deep
-//! queue never stalls the apply path with a full copy.
+//! resident bodies sit in a persistent deque beside it (`resident.rs`).
+//! Cloning the index for a snapshot is O(1) and shares structure, so a
+//! snapshot of a deep queue never stalls the apply path with a full copy.
 //!
 //! It must not know how bodies are read or written (the state machine and
 //! `paging` do) or anything of consumers (the dispatcher does).
@@ -16,13 +16,14 @@
 use bytes::Bytes;
 
 use super::dead_letters::DeadLetters;
+use super::resident::{ResidentBodies, Walk};
 use crate::paging::Location;
 
 /// Where a live message's body is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Placement {
-    /// In [`MessageIndex`]'s resident map.
+    /// In [`MessageIndex`]'s resident bodies.
     Resident,
     /// In this replica's segment store, at the slot's location.
     Paged,
@@ -61,7 +62,7 @@ impl Slot {
 pub(crate) struct MessageIndex {
     /// In id order, live and dead.
     slots: imbl::Vector<Slot>,
-    resident: imbl::OrdMap<u64, Bytes>,
+    resident: ResidentBodies,
     /// Expiry times (ms since the epoch) of the live messages that have
     /// one, stamped by the leader (`Command::EnqueueExpiring`); empty, so
     /// free, for a queue without TTLs.
@@ -107,7 +108,7 @@ impl MessageIndex {
         debug_assert_eq!(slot.placement == Placement::Resident, body.is_some());
         if let Some(body) = body {
             self.resident_bytes += body.len() as u64;
-            self.resident.insert(slot.id, body);
+            self.resident.push(slot.id, body);
         }
         self.live_bytes += u64::from(slot.location.body_bytes);
         self.n_live += 1;
@@ -158,7 +159,7 @@ impl MessageIndex {
 
     /// The body of a resident message.
     pub(crate) fn resident_body(&self, id: u64) -> Option<Bytes> {
-        self.resident.get(&id).cloned()
+        self.resident.get(id).cloned()
     }
 
     /// Remove message `id`; its slot and, if resident, its body.
@@ -172,7 +173,11 @@ impl MessageIndex {
         slot.placement = Placement::Dead;
         self.n_live -= 1;
         self.n_dead += 1;
-        let body = self.resident.remove(&id);
+        let body = if removed.placement == Placement::Resident {
+            self.resident.remove(id)
+        } else {
+            None
+        };
         if let Some(body) = &body {
             self.resident_bytes -= body.len() as u64;
         }
@@ -229,9 +234,9 @@ impl MessageIndex {
     }
 
     /// Live slots after `cursor` (from the start without one), in id
-    /// order, at most `max`, leaving out the dead-letter outbox (its
-    /// messages are never served again).
-    pub(crate) fn next_after(&self, cursor: Option<u64>, max: usize) -> Vec<Slot> {
+    /// order, at most `max`, each with its body if resident, leaving out
+    /// the dead-letter outbox (its messages are never served again).
+    pub(crate) fn next_after(&self, cursor: Option<u64>, max: usize) -> Vec<(Slot, Option<Bytes>)> {
         let start = match cursor {
             None => 0,
             Some(c) => match self.slots.binary_search_by(|s| s.id.cmp(&c)) {
@@ -241,11 +246,12 @@ impl MessageIndex {
         };
         let mut out = Vec::new();
         let mut focus = self.slots.focus();
+        let mut bodies = self.resident.walk(cursor);
         let mut i = start;
         while i < self.slots.len() && out.len() < max {
             if let Some(slot) = focus.get(i) {
                 if slot.live() && !self.dead.in_outbox(slot.id) {
-                    out.push(*slot);
+                    out.push((*slot, body_of(slot, &mut bodies)));
                 }
             }
             i += 1;
@@ -258,6 +264,15 @@ impl MessageIndex {
         self.slots.iter().filter(|s| s.live()).copied()
     }
 
+    /// Every live slot, in id order, with its body if resident.
+    pub(crate) fn iter_with_bodies(&self) -> impl Iterator<Item = (Slot, Option<Bytes>)> + '_ {
+        let mut bodies = self.resident.walk(None);
+        self.iter().map(move |slot| {
+            let body = body_of(&slot, &mut bodies);
+            (slot, body)
+        })
+    }
+
     /// Drop dead slots from the front; rebuild when too many remain.
     fn drop_dead(&mut self) {
         while self.slots.front().is_some_and(|s| !s.live()) {
@@ -268,6 +283,15 @@ impl MessageIndex {
             self.slots.retain(|s| s.live());
             self.n_dead = 0;
         }
+    }
+}
+
+/// A resident slot's body from a walk over the resident bodies.
+fn body_of(slot: &Slot, bodies: &mut Walk<'_>) -> Option<Bytes> {
+    if slot.placement == Placement::Resident {
+        bodies.take(slot.id)
+    } else {
+        None
     }
 }
 
@@ -326,10 +350,29 @@ mod tests {
         let ids: Vec<(u64, u32)> = index.iter().map(|s| (s.id, s.delivery_count)).collect();
         assert_eq!(ids, vec![(1, 0), (3, 2), (4, 0), (5, 0)]);
         assert_eq!(index.bytes(), 3 * 4 + 3);
-        let next: Vec<u64> = index.next_after(Some(1), 2).iter().map(|s| s.id).collect();
+        let next: Vec<u64> = index
+            .next_after(Some(1), 2)
+            .iter()
+            .map(|(s, _)| s.id)
+            .collect();
         assert_eq!(next, vec![3, 4]);
-        let next: Vec<u64> = index.next_after(Some(2), 10).iter().map(|s| s.id).collect();
+        let next: Vec<u64> = index
+            .next_after(Some(2), 10)
+            .iter()
+            .map(|(s, _)| s.id)
+            .collect();
         assert_eq!(next, vec![3, 4, 5]);
+        // Resident bodies come with their slots, paged ones do not.
+        let abc = Some(Bytes::from_static(b"abc"));
+        let bodies: Vec<(u64, Option<Bytes>)> = index
+            .next_after(Some(3), 10)
+            .into_iter()
+            .map(|(s, b)| (s.id, b))
+            .collect();
+        assert_eq!(bodies, vec![(4, abc.clone()), (5, None)]);
+        let bodies: Vec<(u64, Option<Bytes>)> =
+            index.iter_with_bodies().map(|(s, b)| (s.id, b)).collect();
+        assert_eq!(bodies, vec![(1, None), (3, None), (4, abc), (5, None)]);
     }
 
     #[test]

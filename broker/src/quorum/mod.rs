@@ -44,6 +44,7 @@ mod quiet;
 mod removal;
 mod reopen;
 mod replica_files;
+mod resident;
 mod rpc;
 mod settle_batcher;
 mod snapshot_data;

@@ -129,7 +129,7 @@ pub(crate) fn write(
     let mut previous_id = 0u64;
     let mut previous_location = None;
     let mut entry = Vec::with_capacity(64);
-    for slot in index.iter() {
+    for (slot, resident) in index.iter_with_bodies() {
         entry.clear();
         let mut flags = 0u8;
         if slot.delivery_count != 0 {
@@ -142,7 +142,7 @@ pub(crate) fn write(
         let body = match slot.placement {
             Placement::Resident => {
                 flags |= RESIDENT;
-                index.resident_body(slot.id)
+                resident
             }
             Placement::Missing => {
                 flags |= MISSING;

@@ -83,10 +83,10 @@ pub(crate) fn write(
     };
     w.put(magic)?;
     w.put(&(index.len() as u64).to_le_bytes())?;
-    for slot in index.iter() {
+    for (slot, resident) in index.iter_with_bodies() {
         let body =
             match slot.placement {
-                Placement::Resident => index.resident_body(slot.id),
+                Placement::Resident => resident,
                 Placement::Paged => {
                     Some(reader.read(slot.location, slot.id).map_err(|source| {
                         TransferError::Body {
