@@ -16,6 +16,7 @@
 use bytes::Bytes;
 
 use super::dead_letters::DeadLetters;
+use super::id_search;
 use super::resident::{ResidentBodies, Walk};
 use crate::paging::Location;
 
@@ -123,7 +124,7 @@ impl MessageIndex {
         if self.slots.front().is_some_and(|s| s.id == id) {
             return Some(0);
         }
-        self.slots.binary_search_by(|s| s.id.cmp(&id)).ok()
+        id_search::search(&self.slots, id, |s| s.id).ok()
     }
 
     /// The live slot of message `id`.
@@ -239,7 +240,7 @@ impl MessageIndex {
     pub(crate) fn next_after(&self, cursor: Option<u64>, max: usize) -> Vec<(Slot, Option<Bytes>)> {
         let start = match cursor {
             None => 0,
-            Some(c) => match self.slots.binary_search_by(|s| s.id.cmp(&c)) {
+            Some(c) => match id_search::search(&self.slots, c, |s| s.id) {
                 Ok(i) => i + 1,
                 Err(i) => i,
             },

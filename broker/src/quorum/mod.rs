@@ -28,6 +28,7 @@ mod follower_tick;
 pub(crate) mod fuzz_checks;
 mod handoff;
 mod hold;
+mod id_search;
 mod index;
 mod leader_contact;
 mod leadership_watch;

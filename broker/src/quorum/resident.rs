@@ -7,7 +7,8 @@
 //! goes with the front or, once holes outnumber bodies, with a rebuild
 //! (amortized O(1) per removal). Reads in id order (the dispatcher's
 //! window, a snapshot) walk the deque alongside the slots; a single body
-//! in the middle is found by a search over the deque's chunks. The
+//! in the middle is found by a search over the deque's chunks
+//! (`id_search.rs`). The
 //! persistent ordered map this replaces walked and copied a path of tree
 //! nodes for every insert and every removal, about 1.5k instructions per
 //! message, a tenth of a pipelined publish; a persistent hash map would
@@ -19,6 +20,8 @@
 //! decides which bodies are resident.
 
 use bytes::Bytes;
+
+use super::id_search;
 
 /// Holes tolerated beyond the bodies held before a rebuild.
 const HOLES_SLACK: usize = 4096;
@@ -56,25 +59,7 @@ impl ResidentBodies {
 
     /// Where message `id` is, or where it would go.
     fn search(&self, id: u64) -> Result<usize, usize> {
-        // A binary search over whole chunks (each probe one walk down the
-        // tree), then within the chunk: a probe per element would walk the
-        // tree about 64 times as often.
-        let mut focus = self.entries.focus();
-        let (mut low, mut high) = (0, self.entries.len());
-        while low < high {
-            let (range, chunk) = focus.chunk_at(low + (high - low) / 2);
-            match (chunk.first(), chunk.last()) {
-                (Some((first, _)), _) if id < *first => high = range.start,
-                (_, Some((last, _))) if id > *last => low = range.end,
-                _ => {
-                    return match chunk.binary_search_by(|(at, _)| at.cmp(&id)) {
-                        Ok(i) => Ok(range.start + i),
-                        Err(i) => Err(range.start + i),
-                    }
-                }
-            }
-        }
-        Err(low)
+        id_search::search(&self.entries, id, |(at, _)| *at)
     }
 
     /// The body of message `id`, if held.
