@@ -4,17 +4,16 @@
 //!
 //! A new body goes at the back and the oldest leaves from the front, each
 //! in a few instructions; a body taken from the middle leaves a hole that
-//! goes with the front or, once holes outnumber bodies, with a rebuild
-//! (amortized O(1) per removal). Reads in id order (the dispatcher's
-//! window, a snapshot) walk the deque alongside the slots; a single body
-//! in the middle is found by a search over the deque's chunks
-//! (`id_search.rs`). The
-//! persistent ordered map this replaces walked and copied a path of tree
-//! nodes for every insert and every removal, about 1.5k instructions per
-//! message, a tenth of a pipelined publish; a persistent hash map would
-//! have been cheaper per operation but holds a full 32-slot node for every
-//! few bodies of a deep queue. A clone (for a snapshot) stays O(1) and
-//! shares structure.
+//! goes with the front or, once holes outnumber bodies by more than a
+//! slack, with a rebuild (amortized O(1) per removal). Reads in id order
+//! (the dispatcher's window, a snapshot) walk the deque alongside the
+//! slots; a single body in the middle is found by a search over the
+//! deque's chunks (`id_search.rs`). The persistent ordered map this
+//! replaces walked and copied a path of tree nodes for every insert and
+//! every removal, about 1.5k instructions per message, a tenth of a
+//! pipelined publish; a persistent hash map would have been cheaper per
+//! operation but holds a full 32-slot node for every few bodies of a deep
+//! queue. A clone (for a snapshot) stays O(1) and shares structure.
 //!
 //! It must not know what a slot, a segment or a consumer is: `index.rs`
 //! decides which bodies are resident.
