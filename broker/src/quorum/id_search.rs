@@ -8,6 +8,22 @@
 //!
 //! It must not know what the elements are beyond their id.
 
+/// Where the element with `id` is in `vector` (sorted by `id_of`), if it
+/// is there. The first element is looked at before any search: the
+/// index's slots and bodies are most often sought at the front (a
+/// settlement in queue order), where a search would walk the tree for
+/// nothing.
+pub(crate) fn position<T: Clone>(
+    vector: &imbl::Vector<T>,
+    id: u64,
+    id_of: impl Fn(&T) -> u64,
+) -> Option<usize> {
+    if vector.front().is_some_and(|first| id_of(first) == id) {
+        return Some(0);
+    }
+    search(vector, id, id_of).ok()
+}
+
 /// Where the element with `id` is in `vector` (sorted by `id_of`), or
 /// where it would go.
 pub(crate) fn search<T: Clone>(
@@ -55,7 +71,15 @@ mod tests {
                 "{id}"
             );
         }
+        for id in [0, 2, 3, 1998, 2000, 5998, 6000] {
+            assert_eq!(
+                position(&vector, id, |e| *e),
+                plain.binary_search(&id).ok(),
+                "{id}"
+            );
+        }
         let empty: imbl::Vector<u64> = imbl::Vector::new();
         assert_eq!(search(&empty, 5, |e| *e), Err(0));
+        assert_eq!(position(&empty, 5, |e| *e), None);
     }
 }

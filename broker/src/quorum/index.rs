@@ -119,12 +119,8 @@ impl MessageIndex {
     fn position(&self, id: u64) -> Option<usize> {
         // Consumers settle mostly in queue order, and dead slots are
         // dropped from the front at once, so the slot sought is most often
-        // the first: a tree walk per probe of a binary search over a deep
-        // queue cost more than the rest of applying a settlement.
-        if self.slots.front().is_some_and(|s| s.id == id) {
-            return Some(0);
-        }
-        id_search::search(&self.slots, id, |s| s.id).ok()
+        // the first, which `position` looks at before searching.
+        id_search::position(&self.slots, id, |s| s.id)
     }
 
     /// The live slot of message `id`.

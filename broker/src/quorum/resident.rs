@@ -48,12 +48,7 @@ impl ResidentBodies {
 
     /// Where message `id` is, if it has an entry.
     fn position(&self, id: u64) -> Option<usize> {
-        // The body sought is most often the oldest: a settlement in queue
-        // order.
-        if self.entries.front().is_some_and(|(first, _)| *first == id) {
-            return Some(0);
-        }
-        self.search(id).ok()
+        id_search::position(&self.entries, id, |(at, _)| *at)
     }
 
     /// Where message `id` is, or where it would go.
