@@ -12,7 +12,10 @@
 # read before and after every run: a higher term means the leader changed
 # under load, which the summary reports.
 #
-# Then the rig against the same queue kind through each path: throughput
+# Then the rig through each path, on queues of its own (/quorum/rig,
+# /quorum/rate), each through that queue's leader and one of its followers
+# (rig-nodes.txt says which; until session 37 both paths went to the nodes
+# of /quorum/bench, whose leader led neither): throughput
 # (1 publisher x 1,000 confirmed in flight, 1 consumer x credit 1,000) and
 # the open loop at 1,000 msg/s, as `rig-clusterleader-quorum-raw.json`,
 # `rate-clusterfollower-quorum-raw.json` and so on, named the way
@@ -72,23 +75,30 @@ deploy/local-cluster.sh start >/dev/null
 address=/quorum/bench
 fabric() { echo "127.0.0.1:$((RAMQP_BASE_PORT + 10 + $1 - 1))"; }
 amqp() { echo "amqp://127.0.0.1:$((RAMQP_BASE_PORT + $1 - 1))"; }
-queue_field() { # node field
+queue_field() { # node field [address]
     "$RAMQP_BIN_DIR/ramqp-ctl" --fabric "$(fabric "$1")" status --json |
         python3 -c "import json, sys
-q = [q for q in json.load(sys.stdin)['queues'] if q['address'] == '$address']
+q = [q for q in json.load(sys.stdin)['queues'] if q['address'] == '${3:-$address}']
 print(q[0]['$2'] if q and q[0]['$2'] is not None else '')"
 }
 
-# Declare the queue (first attach creates it) and find its leader.
-"$RAMQP_BIN_DIR/latency" --client raw --url "$(amqp 1)" --address "$address" \
-    --confirm --lat-n 10 --warmup 0 --n 0 >/dev/null
-leader=""
-for _ in $(seq 100); do
-    leader="$(queue_field 1 leader)"
-    [[ -n "$leader" ]] && break
-    sleep 0.1
-done
-[[ -n "$leader" ]] || { echo "no leader for $address" >&2; exit 1; }
+# Declare a queue (the first attach creates it) and print its leader. The
+# metadata group spreads new queues' leaders over the nodes, so every
+# queue's leader is looked up, not assumed to be the first one's.
+leader_of() { # address
+    "$RAMQP_BIN_DIR/latency" --client raw --url "$(amqp 1)" --address "$1" \
+        --confirm --lat-n 10 --warmup 0 --n 0 >/dev/null
+    local found=""
+    for _ in $(seq 100); do
+        found="$(queue_field 1 leader "$1")"
+        [[ -n "$found" ]] && break
+        sleep 0.1
+    done
+    [[ -n "$found" ]] || { echo "no leader for $1" >&2; exit 1; }
+    echo "$found"
+}
+
+leader="$(leader_of "$address")"
 follower=$((leader % 3 + 1))
 echo "leader: node $leader, follower used: node $follower"
 
@@ -107,26 +117,30 @@ for t in $(seq "$trials"); do
     run follower "$follower" "$t"
 done
 
-rig_run() { # kind(rig|rate) path node flags...
-    local kind=$1 path=$2 node=$3 before after name
-    shift 3
+rig_run() { # kind(rig|rate) path(leader|follower) flags...
+    local kind=$1 path=$2 node before after name queue_leader
+    shift 2
     name="$kind-cluster$path-quorum-raw"
-    before="$(queue_field "$node" term)"
+    queue_leader="$(leader_of "/quorum/$kind")"
+    node="$queue_leader"
+    [[ "$path" == leader ]] || node=$((queue_leader % 3 + 1))
+    echo "$name: /quorum/$kind led by node $queue_leader, client on node $node" | tee -a "$out/rig-nodes.txt"
+    before="$(queue_field "$node" term "/quorum/$kind")"
     if ! "$RAMQP_BIN_DIR/rig" --client raw --url "$(amqp "$node")" --address "/quorum/$kind" \
         --trials "$trials" "$@" >"$rig_out/$name.json" 2>"$rig_out/$name.err"; then
         echo "$name FAILED (see $rig_out/$name.err)" >&2
     fi
-    after="$(queue_field "$node" term)"
+    after="$(queue_field "$node" term "/quorum/$kind")"
     echo "$name: term $before -> $after"
     echo "$kind-$path 1 $before $after" >>"$out/terms.txt"
 }
 if ((rig)); then
     read -r -a rig_flags <<<"${CLUSTER_RIG_FLAGS:---sizes 64,256,1k,8k --warmup 2 --duration 10}"
     read -r -a rate_flags <<<"${CLUSTER_RATE_FLAGS:---sizes 256 --warmup 2 --duration 10}"
-    rig_run rig leader "$leader" "${rig_flags[@]}"
-    rig_run rig follower "$follower" "${rig_flags[@]}"
-    rig_run rate leader "$leader" --rate 1000 "${rate_flags[@]}"
-    rig_run rate follower "$follower" --rate 1000 "${rate_flags[@]}"
+    rig_run rig leader "${rig_flags[@]}"
+    rig_run rig follower "${rig_flags[@]}"
+    rig_run rate leader --rate 1000 "${rate_flags[@]}"
+    rig_run rate follower --rate 1000 "${rate_flags[@]}"
 fi
 
 python3 - "$out" "$leader" "$follower" <<'EOF'
