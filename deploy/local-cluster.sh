@@ -17,6 +17,8 @@
 #   RAMQP_PROFILE       cargo profile to build and run        (default release)
 #   RAMQP_BIN_DIR       use binaries from here instead of building
 #   RAMQP_EXTRA_ARGS    extra flags for every ramqp-brokerd
+#   RAMQP_WORKER_THREADS  async-runtime workers per node (default: the
+#                       machine's cores shared among the RAMQP_NODES, at least 1)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,6 +27,12 @@ cluster_dir="${RAMQP_CLUSTER_DIR:-$PWD/ramqp-cluster}"
 nodes="${RAMQP_NODES:-3}"
 profile="${RAMQP_PROFILE:-release}"
 health_timeout="${RAMQP_HEALTH_TIMEOUT:-60}"
+# The nodes share this machine's cores: more workers than cores only adds
+# thread wake-ups to the hand-offs between a node's tasks (on 2 cores, one
+# worker per node took a fifth off the closed-loop quorum publish,
+# docs/benchmarks.md, "One runtime worker per node").
+workers="${RAMQP_WORKER_THREADS:-$(($(nproc) / nodes))}"
+((workers >= 1)) || workers=1
 
 amqp_port() { echo $((base_port + $1 - 1)); }
 fabric_port() { echo $((base_port + 10 + $1 - 1)); }
@@ -107,6 +115,7 @@ start_node() {
         --fabric-listen "127.0.0.1:$(fabric_port "$id")" \
         "${peers[@]}" \
         --data-dir "$dir/data" \
+        --worker-threads "$workers" \
         ${RAMQP_EXTRA_ARGS:-} \
         >"$dir/stdout" 2>"$dir/log" </dev/null &
     local pid=$!

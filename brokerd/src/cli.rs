@@ -114,6 +114,11 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
 
+    /// Worker threads of the async runtime; 0 means one per core
+    /// (`[runtime] worker_threads`) [default: 0].
+    #[arg(long, env = "RAMQP_WORKER_THREADS", value_name = "N")]
+    pub worker_threads: Option<usize>,
+
     /// Address of the TLS (amqps) listener; needs --tls-cert and --tls-key.
     /// Without --listen (flag, variable or file) there is then no plain
     /// listener. Clients may also start TLS on the plain listener with

@@ -64,6 +64,7 @@ fn main() -> ExitCode {
         auto_create = broker_config.queues.auto_create,
         max_frame_size = broker_config.limits.max_frame_size_bytes,
         idle_timeout_ms = broker_config.limits.idle_timeout_ms,
+        worker_threads = settings.runtime.worker_threads,
         "starting ramqp-brokerd"
     );
 
@@ -75,11 +76,12 @@ fn main() -> ExitCode {
         );
     }
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("ramqp-worker")
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all().thread_name("ramqp-worker");
+    if settings.runtime.worker_threads > 0 {
+        builder.worker_threads(settings.runtime.worker_threads);
+    }
+    let runtime = match builder.build() {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!(%error, "cannot start the tokio runtime");
@@ -87,6 +89,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // tokio's own count, so an operator (and the interop test) sees what
+    // the setting gave.
+    tracing::info!(
+        workers = runtime.metrics().num_workers(),
+        "async runtime started"
+    );
     let outcome = runtime.block_on(daemon::run(broker_config, cli.config.clone()));
     // Connection tasks that ignored the shutdown must not keep the process
     // alive past its exit.

@@ -1,6 +1,7 @@
 //! Effective settings of one daemon run: the TOML config file parsed into
-//! the broker's own [`BrokerConfig`] plus a `[log]` table, then overridden
-//! by flags and `RAMQP_*` environment variables.
+//! the broker's own [`BrokerConfig`] plus the daemon's `[log]` and
+//! `[runtime]` tables, then overridden by flags and `RAMQP_*` environment
+//! variables.
 //!
 //! Precedence is flag > environment > config file > default. clap already
 //! resolves flag > environment (an unset flag falls back to its variable),
@@ -56,6 +57,19 @@ impl Default for LogConfig {
     }
 }
 
+/// The `[runtime]` table of the config file: the process's tokio runtime,
+/// which only the daemon builds (an embedding program brings its own).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Worker threads of the async runtime; absent or 0: one per core.
+    /// Several nodes on one machine do better with a share of the cores
+    /// each: a task woken on a parked worker of its own node costs a
+    /// thread wake-up, and more workers than cores only add them
+    /// (`deploy/local-cluster.sh` gives each of its three nodes a third).
+    pub worker_threads: usize,
+}
+
 /// Everything the daemon needs to run.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -63,6 +77,8 @@ pub struct Settings {
     pub broker: BrokerConfig,
     /// Logging set-up.
     pub log: LogConfig,
+    /// The async runtime's set-up.
+    pub runtime: RuntimeConfig,
     /// The config file set `listen` (so a TLS listener does not turn the
     /// plain one off).
     pub listen_given: bool,
@@ -78,6 +94,7 @@ impl Default for Settings {
                 ..BrokerConfig::default()
             },
             log: LogConfig::default(),
+            runtime: RuntimeConfig::default(),
             listen_given: false,
         }
     }
@@ -115,8 +132,8 @@ pub fn load_file(path: &Path) -> Result<Settings, ConfigError> {
 /// Parse the text of a config file. Keys it does not set keep the daemon's
 /// defaults (see [`Settings::default`]).
 ///
-/// The document is split into its `log` entry and everything else, and the
-/// rest is deserialized straight into [`BrokerConfig`]. Doing it this way
+/// The document is split into its `log` and `runtime` entries and
+/// everything else, and the rest is deserialized straight into [`BrokerConfig`]. Doing it this way
 /// (rather than a wrapper struct with `#[serde(flatten)]`) keeps the
 /// library's `deny_unknown_fields` in force at the top level, and keeps the
 /// spans, so a typo is reported with its line and the list of valid keys.
@@ -124,10 +141,10 @@ pub fn parse_file(text: &str) -> Result<Settings, toml::de::Error> {
     let document = DeTable::parse(text)?;
     let span = document.span();
     let mut broker_table = DeTable::new();
-    let mut log_table = DeTable::new();
+    let mut daemon_table = DeTable::new();
     for (key, value) in document.into_inner() {
-        if key.get_ref() == "log" {
-            log_table.insert(key, value);
+        if matches!(key.get_ref().as_ref(), "log" | "runtime") {
+            daemon_table.insert(key, value);
         } else {
             broker_table.insert(key, value);
         }
@@ -142,9 +159,9 @@ pub fn parse_file(text: &str) -> Result<Settings, toml::de::Error> {
     let mut broker =
         BrokerConfig::deserialize(Deserializer::from(Spanned::new(span.clone(), broker_table)))
             .map_err(with_input)?;
-    let log = LogSection::deserialize(Deserializer::from(Spanned::new(span, log_table)))
-        .map_err(with_input)?
-        .log;
+    let DaemonSections { log, runtime } =
+        DaemonSections::deserialize(Deserializer::from(Spanned::new(span, daemon_table)))
+            .map_err(with_input)?;
     // Patterns and dead-letter addresses are checked here too, so a bad
     // one is reported with the file's name (the broker checks again).
     broker::queue::PolicySet::compile(&broker.policies)
@@ -159,15 +176,17 @@ pub fn parse_file(text: &str) -> Result<Settings, toml::de::Error> {
     Ok(Settings {
         broker,
         log,
+        runtime,
         listen_given,
     })
 }
 
-/// Only the `log` entry of the document.
+/// Only the daemon's own entries of the document.
 #[derive(Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-struct LogSection {
+struct DaemonSections {
     log: LogConfig,
+    runtime: RuntimeConfig,
 }
 
 /// Lay the flags (or, where a flag is absent, its environment variable, as
@@ -298,6 +317,9 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     }
     if let Some(format) = cli.log_format {
         settings.log.format = format;
+    }
+    if let Some(n) = cli.worker_threads {
+        settings.runtime.worker_threads = n;
     }
     settings
 }

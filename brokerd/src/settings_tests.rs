@@ -221,6 +221,20 @@ fn flags_override_file() {
 }
 
 #[test]
+fn worker_threads_from_file_env_and_flag() {
+    assert_eq!(parse_file("").unwrap().runtime.worker_threads, 0);
+    let file = parse_file("[runtime]\nworker_threads = 3\n").unwrap();
+    assert_eq!(file.runtime.worker_threads, 3);
+    let env = [("RAMQP_WORKER_THREADS", "2")];
+    let from_env = apply_cli(file.clone(), &parse_with_env(&[], &env).unwrap());
+    assert_eq!(from_env.runtime.worker_threads, 2);
+    let cli = parse_with_env(&["--worker-threads", "1"], &env).unwrap();
+    assert_eq!(apply_cli(file, &cli).runtime.worker_threads, 1);
+    assert!(parse_file("[runtime]\nthreads = 3\n").is_err());
+    assert!(parse_file("[runtime]\nworker_threads = -1\n").is_err());
+}
+
+#[test]
 fn absent_flags_keep_file_values() {
     let settings = apply_cli(parse_file(FILE).unwrap(), &parse(&[]));
     assert_eq!(settings.broker.listen, "0.0.0.0:6000".parse().unwrap());

@@ -3,6 +3,7 @@ transfers, SASL, heartbeats, many connections, address errors, shutdown."""
 
 import hashlib
 import os
+import re
 import time
 import uuid
 
@@ -159,6 +160,27 @@ def test_env_overrides_config_file_and_flag_overrides_env(start_broker, tmp_path
     assert announced_frame_size(start_broker("--config", str(config), env=env)) == 8192
     flagged = start_broker("--config", str(config), "--max-frame-size", "4096", env=env)
     assert announced_frame_size(flagged) == 4096
+
+
+def runtime_workers(broker):
+    """The worker count tokio reported in the broker's start-up line."""
+    found = re.findall(r"workers=(\d+).*async runtime started|async runtime started.*workers=(\d+)",
+                       broker.stderr_path.read_text())
+    assert found, "no 'async runtime started' line in the broker's log"
+    return int("".join(found[-1]))
+
+
+def test_worker_threads_from_config_file_and_flag(start_broker, tmp_path):
+    config = tmp_path / "ramqp.toml"
+    config.write_text("[runtime]\nworker_threads = 1\n")
+    one = start_broker("--config", str(config))
+    three = start_broker("--config", str(config), "--worker-threads", "3")
+    assert runtime_workers(one) == 1
+    assert runtime_workers(three) == 3
+    for broker in (one, three):
+        with connection(broker.url) as conn:
+            send_all(conn, "/queues/workers", ["w"])
+            assert receive_all(conn.create_receiver("/queues/workers", credit=1), 1)[0].body == "w"
 
 
 def test_sigterm_closes_connections_with_forced(start_broker):

@@ -30,8 +30,21 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Lay out `n` nodes under `root` with ports from `base`.
-    pub fn new(bin: PathBuf, root: &Path, base: u16, n: u64, extra_args: Vec<String>) -> Cluster {
+    /// Lay out `n` nodes under `root` with ports from `base`. Unless
+    /// `extra_args` say otherwise, each node gets its share of the cores as
+    /// runtime workers, as deploy/local-cluster.sh gives them.
+    pub fn new(
+        bin: PathBuf,
+        root: &Path,
+        base: u16,
+        n: u64,
+        mut extra_args: Vec<String>,
+    ) -> Cluster {
+        if !extra_args.iter().any(|a| a.starts_with("--worker-threads")) {
+            let cores = std::thread::available_parallelism().map_or(1, |c| c.get() as u64);
+            extra_args.push("--worker-threads".into());
+            extra_args.push((cores / n.max(1)).max(1).to_string());
+        }
         let nodes = (1..=n)
             .map(|id| Node {
                 id,

@@ -93,7 +93,7 @@ async fn main() -> Result<()> {
     let mut out = ramqp_bench_compare::report::context(
         "many_queues",
         &format!("{} quorum queues, 3 nodes", args.queues),
-        json!({"kind": "ramqp-brokerd x3", "bin_dir": args.bin_dir, "extra_args": args.extra_args}),
+        json!({"kind": "ramqp-brokerd x3", "bin_dir": args.bin_dir, "extra_args": cluster.extra_args.join(" ")}),
     );
     match result {
         Ok(Value::Object(fields)) => out.extend(fields),
