@@ -3,7 +3,7 @@
 //! clients, fe2o3-amqp) a follower has several appends of one group handed
 //! to openraft and unanswered at once, every accepted message is delivered
 //! once, and the followers' feed tasks end once the queue is idle; with
-//! `append_pipeline_depth = 1` (the default) no append is pipelined at
+//! `append_pipeline_depth = 1` (off; the default is 4) no append is pipelined at
 //! all.
 
 mod common;
