@@ -31,8 +31,12 @@ health_timeout="${RAMQP_HEALTH_TIMEOUT:-60}"
 # thread wake-ups to the hand-offs between a node's tasks (on 2 cores, one
 # worker per node took a fifth off the closed-loop quorum publish,
 # docs/benchmarks.md, "One runtime worker per node").
-workers="${RAMQP_WORKER_THREADS:-$(($(nproc) / nodes))}"
-((workers >= 1)) || workers=1
+if [[ -n "${RAMQP_WORKER_THREADS:-}" ]]; then
+    workers="$RAMQP_WORKER_THREADS" # 0: one per core, as the daemon takes it
+else
+    workers=$(($(nproc) / nodes))
+    ((workers >= 1)) || workers=1
+fi
 
 amqp_port() { echo $((base_port + $1 - 1)); }
 fabric_port() { echo $((base_port + 10 + $1 - 1)); }

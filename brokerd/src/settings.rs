@@ -66,7 +66,8 @@ pub struct RuntimeConfig {
     /// Several nodes on one machine do better with a share of the cores
     /// each: a task woken on a parked worker of its own node costs a
     /// thread wake-up, and more workers than cores only add them
-    /// (`deploy/local-cluster.sh` gives each of its three nodes a third).
+    /// (`deploy/local-cluster.sh` gives each node the cores divided by the
+    /// node count, at least 1).
     pub worker_threads: usize,
 }
 
@@ -132,8 +133,9 @@ pub fn load_file(path: &Path) -> Result<Settings, ConfigError> {
 /// Parse the text of a config file. Keys it does not set keep the daemon's
 /// defaults (see [`Settings::default`]).
 ///
-/// The document is split into its `log` and `runtime` entries and
-/// everything else, and the rest is deserialized straight into [`BrokerConfig`]. Doing it this way
+/// The document is split into the daemon's own entries (`log`, `runtime`)
+/// and everything else, and the rest is deserialized straight into
+/// [`BrokerConfig`]. Doing it this way
 /// (rather than a wrapper struct with `#[serde(flatten)]`) keeps the
 /// library's `deny_unknown_fields` in force at the top level, and keeps the
 /// spans, so a typo is reported with its line and the list of valid keys.
