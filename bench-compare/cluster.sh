@@ -73,30 +73,8 @@ trap cleanup EXIT
 deploy/local-cluster.sh start >/dev/null
 
 address=/quorum/bench
-fabric() { echo "127.0.0.1:$((RAMQP_BASE_PORT + 10 + $1 - 1))"; }
-amqp() { echo "amqp://127.0.0.1:$((RAMQP_BASE_PORT + $1 - 1))"; }
-queue_field() { # node field [address]
-    "$RAMQP_BIN_DIR/ramqp-ctl" --fabric "$(fabric "$1")" status --json |
-        python3 -c "import json, sys
-q = [q for q in json.load(sys.stdin)['queues'] if q['address'] == '${3:-$address}']
-print(q[0]['$2'] if q and q[0]['$2'] is not None else '')"
-}
-
-# Declare a queue (the first attach creates it) and print its leader. The
-# metadata group spreads new queues' leaders over the nodes, so every
-# queue's leader is looked up, not assumed to be the first one's.
-leader_of() { # address
-    "$RAMQP_BIN_DIR/latency" --client raw --url "$(amqp 1)" --address "$1" \
-        --confirm --lat-n 10 --warmup 0 --n 0 >/dev/null
-    local found=""
-    for _ in $(seq 100); do
-        found="$(queue_field 1 leader "$1")"
-        [[ -n "$found" ]] && break
-        sleep 0.1
-    done
-    [[ -n "$found" ]] || { echo "no leader for $1" >&2; exit 1; }
-    echo "$found"
-}
+# amqp, fabric, queue_field and leader_of.
+source "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh"
 
 leader="$(leader_of "$address")"
 follower=$((leader % 3 + 1))
@@ -104,11 +82,11 @@ echo "leader: node $leader, follower used: node $follower"
 
 run() { # path node trial
     local before after
-    before="$(queue_field "$2" term)"
+    before="$(queue_field "$2" term "$address")"
     "$RAMQP_BIN_DIR/latency" --client raw --url "$(amqp "$2")" --address "$address" \
         --confirm --lat-n "${LAT_LAT_N:-3000}" --warmup 300 --n "${LAT_N:-50000}" \
         --window 1000 --timeout-ms 30000 >"$out/$1-t$3.json"
-    after="$(queue_field "$2" term)"
+    after="$(queue_field "$2" term "$address")"
     echo "$1 trial $3: term $before -> $after"
     echo "$1 $3 $before $after" >>"$out/terms.txt"
 }

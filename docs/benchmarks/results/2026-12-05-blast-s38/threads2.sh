@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # threads2.sh BINS N "WINDOWS": per-thread CPU ticks (1/100 s) of every node and the client per blast of N
+# (BINS holds ramqp-brokerd, ramqp-ctl and latency; TRACE=1, TRACEL=1, PERFL=1, SCHED=1 write
+# trace.txt, tracel.txt, perfl.data, sched.data into $OUT, default /tmp)
 set -euo pipefail
 bins=$1; n=$2; wins=$3
-cd /work/main
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
+source bench-compare/cluster_lib.sh
 export RAMQP_BIN_DIR=$bins RAMQP_BASE_PORT=28672
-export RAMQP_CLUSTER_DIR=$(mktemp -d /tmp/prof38t.XXXX)
-trap 'deploy/local-cluster.sh stop >/dev/null 2>&1; rm -rf $RAMQP_CLUSTER_DIR' EXIT
-deploy/local-cluster.sh start >/dev/null
+cluster_start
 if [[ -n "${IONICE_SPEC:-}" ]]; then
   for i in 1 2 3; do p=$(cat $RAMQP_CLUSTER_DIR/node$i/pid); for t in /proc/$p/task/*; do c=$(cat $t/comm)
     for spec in $IONICE_SPEC; do name=${spec%%=*}; val=${spec#*=}; [[ "$c" == "$name"* ]] && ionice -c ${val%%:*} -n ${val##*:} -p $(basename $t); done; done; done
@@ -15,25 +16,16 @@ if [[ -n "${NICE_SPEC:-}" ]]; then
   for i in 1 2 3; do p=$(cat $RAMQP_CLUSTER_DIR/node$i/pid); for t in /proc/$p/task/*; do c=$(cat $t/comm)
     for spec in $NICE_SPEC; do name=${spec%%=*}; val=${spec#*=}; [[ "$c" == "$name"* ]] && renice -n $val -p $(basename $t) >/dev/null; done; done; done
 fi
-amqp() { echo "amqp://127.0.0.1:$((RAMQP_BASE_PORT + $1 - 1))"; }
-fabric() { echo "127.0.0.1:$((RAMQP_BASE_PORT + 10 + $1 - 1))"; }
-$bins/latency --client raw --url "$(amqp 1)" --address /quorum/bench --confirm --lat-n 10 --warmup 0 --n 0 >/dev/null 2>&1
-leader=""
-for _ in $(seq 100); do
-  leader=$($bins/ramqp-ctl --fabric "$(fabric 1)" status --json | python3 -c "import json,sys
-q=[q for q in json.load(sys.stdin)['queues'] if q['address']=='/quorum/bench']
-print(q[0]['leader'] if q and q[0]['leader'] is not None else '')")
-  [[ -n "$leader" ]] && break; sleep 0.1
-done
+leader="$(leader_of /quorum/bench)"
 snap() { for i in 1 2 3; do p=$(cat $RAMQP_CLUSTER_DIR/node$i/pid); r=F; [[ $i == $leader ]] && r=L; for t in /proc/$p/task/*; do echo "$r$i $(cat $t/comm | tr ' ' '_') $(awk '{print $14+$15}' $t/stat) $(awk '/^wchar/{print $2}' $t/io)"; done; done; }
 $bins/latency --client raw --url "$(amqp $leader)" --address /quorum/bench --confirm --lat-n 0 --warmup 0 --n 20000 --window 1000 >/dev/null 2>&1
 for w in $wins; do
 snap > /tmp/t0
 grep " vda " /proc/diskstats > /tmp/d0
-[[ -n "${PERFL:-}" ]] && { (sleep 0.4; perf record -F 1500 --call-graph dwarf,16384 -p $(cat $RAMQP_CLUSTER_DIR/node$leader/pid) -o /work/prof38/perfl.data -- sleep 1.5 >/dev/null 2>&1) & sp=$!; }
-[[ -n "${TRACEL:-}" ]] && { perf trace -p $(cat $RAMQP_CLUSTER_DIR/node$leader/pid) -e "openat,pwrite64,write,writev,pwritev,close,rename,renameat2,unlinkat" -o /work/prof38/tracel.txt -- sleep 3 >/dev/null 2>&1 & sp=$!; sleep 0.3; }
-[[ -n "${TRACE:-}" ]] && { perf trace -a -e "writev,sendmsg,sendto,write,fdatasync,fsync,read,recvfrom,recvmsg,readv,pwrite64,pwritev" -o /work/prof38/trace.txt -- sleep 1.6 >/dev/null 2>&1 & sp=$!; sleep 0.3; }
-[[ -n "${SCHED:-}" ]] && { perf sched record -a -o /work/prof38/sched.data -- sleep 1.2 >/dev/null 2>&1 & sp=$!; sleep 0.2; }
+[[ -n "${PERFL:-}" ]] && { (sleep 0.4; perf record -F 1500 --call-graph dwarf,16384 -p $(cat $RAMQP_CLUSTER_DIR/node$leader/pid) -o ${OUT:-/tmp}/perfl.data -- sleep 1.5 >/dev/null 2>&1) & sp=$!; }
+[[ -n "${TRACEL:-}" ]] && { perf trace -p $(cat $RAMQP_CLUSTER_DIR/node$leader/pid) -e "openat,pwrite64,write,writev,pwritev,close,rename,renameat2,unlinkat" -o ${OUT:-/tmp}/tracel.txt -- sleep 3 >/dev/null 2>&1 & sp=$!; sleep 0.3; }
+[[ -n "${TRACE:-}" ]] && { perf trace -a -e "writev,sendmsg,sendto,write,fdatasync,fsync,read,recvfrom,recvmsg,readv,pwrite64,pwritev" -o ${OUT:-/tmp}/trace.txt -- sleep 1.6 >/dev/null 2>&1 & sp=$!; sleep 0.3; }
+[[ -n "${SCHED:-}" ]] && { perf sched record -a -o ${OUT:-/tmp}/sched.data -- sleep 1.2 >/dev/null 2>&1 & sp=$!; sleep 0.2; }
 s=$(date +%s.%N)
 /usr/bin/time -f "client %U %S" -o /tmp/tc $bins/latency --client raw --url "$(amqp $leader)" --address /quorum/bench --confirm --lat-n 0 --warmup 0 --n $n --window $w 2>/dev/null | python3 -c "import json,sys
 d=json.load(sys.stdin); t=d['throughput_msg_s']; print('window $w publish', round(t['publish']['median']), 'drain', round(t['drain']['median']))"
