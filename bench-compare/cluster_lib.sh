@@ -43,10 +43,13 @@ leader_of() { # address
 
 # Start a 3-node cluster in a fresh directory (RAMQP_CLUSTER_DIR), stopped
 # and removed when the calling script exits. For scripts that need no
-# cleanup of their own; bench-compare/cluster.sh has its own trap.
+# cleanup of their own; bench-compare/cluster.sh has its own trap. The
+# directory is made under RAMQP_CLUSTER_PARENT (default /tmp); /dev/shm
+# puts every log, journal and segment in memory, an experiment that shows
+# what the disk costs (nothing there survives a crash of the machine).
 cluster_start() {
     export RAMQP_BIN_DIR RAMQP_BASE_PORT RAMQP_CLUSTER_DIR
-    RAMQP_CLUSTER_DIR="$(mktemp -d /tmp/ramqp-cluster.XXXXXX)"
+    RAMQP_CLUSTER_DIR="$(mktemp -d "${RAMQP_CLUSTER_PARENT:-/tmp}/ramqp-cluster.XXXXXX")"
     trap 'deploy/local-cluster.sh stop >/dev/null 2>&1; rm -rf "$RAMQP_CLUSTER_DIR"' EXIT
     deploy/local-cluster.sh start >/dev/null
 }

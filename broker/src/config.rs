@@ -390,6 +390,10 @@ pub struct QuorumConfig {
     /// redb in large transactions (store-redb's `journal.rs`). 0: every
     /// batch is a redb commit.
     pub log_journal_bytes: u64,
+    /// Write the journal's records with `O_DIRECT | O_DSYNC` (each write
+    /// durable by itself, past the page cache) instead of a write and an
+    /// `fdatasync` each, where the file system does direct I/O.
+    pub log_journal_direct: bool,
     /// Publishers to quorum queues get no new credit while the free space
     /// under the data dir is below this (0: no check).
     pub min_free_disk_bytes: u64,
@@ -439,6 +443,7 @@ impl Default for QuorumConfig {
             log_cache_bytes: 32 * 1024 * 1024,
             // store-redb's `JOURNAL_BYTES_DEFAULT` (config cannot name it).
             log_journal_bytes: 4 * 1024 * 1024,
+            log_journal_direct: true,
             min_free_disk_bytes: 50 * 1024 * 1024,
             max_data_bytes: 0,
             memory_high_watermark_bytes: 0,

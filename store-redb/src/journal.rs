@@ -38,6 +38,7 @@ use std::io;
 
 use redb::StorageBackend;
 
+use crate::direct_write::{DirectWriter, BLOCK};
 use crate::error::Error;
 use crate::journal_record::{self, JournalAppend, HEADER_LEN};
 
@@ -57,6 +58,10 @@ pub(crate) struct Journal {
     offset: u64,
     /// The encoding buffer, kept between batches.
     buf: Vec<u8>,
+    /// The file opened again for direct, synchronous writes, if the store
+    /// asked for it and the file system does them (`direct_write.rs`);
+    /// otherwise each record is written through `file` and synced.
+    direct: Option<DirectWriter>,
 }
 
 /// A journal just opened, with the appends it holds that the tables do
@@ -107,6 +112,7 @@ impl Journal {
                 generation: generation.unwrap_or(folded) + 1,
                 offset: 0,
                 buf: Vec::new(),
+                direct: None,
             },
             generation,
             replay,
@@ -139,6 +145,24 @@ impl Journal {
         Ok(self)
     }
 
+    /// Makes later records durable through `direct` instead of a write and
+    /// an `fdatasync` of the file (after [`Journal::prepare`], which writes
+    /// through the page cache). Refused, returning false, when a region
+    /// does not start on a block, where the direct writer could not begin.
+    pub(crate) fn write_directly(&mut self, direct: DirectWriter) -> bool {
+        if !self.region_len.is_multiple_of(BLOCK) {
+            return false;
+        }
+        self.direct = Some(direct);
+        true
+    }
+
+    /// Whether records are written directly (the last one was, unless a
+    /// failure turned it off).
+    pub(crate) fn writes_directly(&self) -> bool {
+        self.direct.is_some()
+    }
+
     /// The generation being written: the one a fold of the appends written
     /// since [`Journal::next_generation`] records as folded.
     pub(crate) fn generation(&self) -> u64 {
@@ -166,8 +190,21 @@ impl Journal {
             return Ok(false);
         }
         let at = self.region * self.region_len + self.offset;
-        self.file.write(at, &self.buf).map_err(Error::Journal)?;
-        self.file.sync_data().map_err(Error::Journal)?;
+        let direct = match self.direct.as_mut().map(|d| d.write(at, &self.buf)) {
+            Some(Ok(())) => true,
+            Some(Err(e)) => {
+                // Whatever the direct write left, the record is written
+                // and synced whole below: the same bytes, made durable.
+                tracing::warn!(error = %e, "store-redb: a direct journal write failed; writing through the page cache from now on");
+                self.direct = None;
+                false
+            }
+            None => false,
+        };
+        if !direct {
+            self.file.write(at, &self.buf).map_err(Error::Journal)?;
+            self.file.sync_data().map_err(Error::Journal)?;
+        }
         self.offset += len;
         // A batch of a few thousand entries should not pin its buffer.
         if self.buf.capacity() > FILL_STEP {

@@ -33,6 +33,7 @@
 
 mod apply;
 mod compact;
+mod direct_write;
 mod error;
 mod fold;
 #[doc(hidden)]

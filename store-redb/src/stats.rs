@@ -13,6 +13,7 @@ use std::time::Duration;
 pub struct BatchStats {
     commits: AtomicU64,
     journal_folds: AtomicU64,
+    journal_direct_writes: AtomicU64,
     failed_commits: AtomicU64,
     requests: AtomicU64,
     records: AtomicU64,
@@ -43,6 +44,9 @@ pub struct BatchStatsSnapshot {
     /// Folds of the append journal into the tables (each one transaction
     /// and one fsync, also counted in `commits` when it carried requests).
     pub journal_folds: u64,
+    /// Journal records written with `O_DIRECT | O_DSYNC` (also counted in
+    /// `commits`); the others were written and `fdatasync`ed.
+    pub journal_direct_writes: u64,
     /// Write transactions that failed.
     pub failed_commits: u64,
     /// Requests (appends, votes, truncates, purges, ...) committed.
@@ -88,6 +92,7 @@ impl BatchStatsSnapshot {
         BatchStatsSnapshot {
             commits: self.commits - earlier.commits,
             journal_folds: self.journal_folds - earlier.journal_folds,
+            journal_direct_writes: self.journal_direct_writes - earlier.journal_direct_writes,
             failed_commits: self.failed_commits - earlier.failed_commits,
             requests: self.requests - earlier.requests,
             records: self.records - earlier.records,
@@ -126,6 +131,7 @@ impl BatchStats {
         BatchStatsSnapshot {
             commits: self.commits.load(Ordering::Relaxed),
             journal_folds: self.journal_folds.load(Ordering::Relaxed),
+            journal_direct_writes: self.journal_direct_writes.load(Ordering::Relaxed),
             failed_commits: self.failed_commits.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             records: self.records.load(Ordering::Relaxed),
@@ -159,6 +165,10 @@ impl BatchStats {
         if let Some(slot) = self.commit_time_buckets.get(bucket) {
             slot.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub(crate) fn record_direct_write(&self) {
+        self.journal_direct_writes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn record_fold(&self) {

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::apply::fold_generation;
 use crate::compact::SharedDb;
+use crate::direct_write::DirectWriter;
 use crate::error::Error;
 use crate::group::{ErasedGroup, GroupLogStore, GroupShared};
 use crate::journal::Journal;
@@ -62,6 +63,11 @@ pub struct LogStoreOptions {
     /// (see `journal.rs`). 0: no journal, every batch is a redb commit (a
     /// journal left by an earlier open is still replayed, then removed).
     pub journal_bytes: u64,
+    /// Make the journal's records durable with direct, synchronous writes
+    /// (`O_DIRECT | O_DSYNC`) instead of a write and an `fdatasync` each,
+    /// where the file system does direct I/O (tmpfs does not: there the
+    /// journal writes as without it). See `direct_write.rs`.
+    pub journal_direct: bool,
 }
 
 /// Default [`LogStoreOptions::write_queue_capacity_requests`].
@@ -87,6 +93,7 @@ impl Default for LogStoreOptions {
             quick_repair: false,
             check_integrity_on_open: false,
             journal_bytes: JOURNAL_BYTES_DEFAULT,
+            journal_direct: true,
         }
     }
 }
@@ -226,11 +233,16 @@ impl LogStore {
             )?,
             None => None,
         };
-        if journal.is_none() {
-            if let Some(path) = &path {
-                remove_journal(path)?;
+        let journal = match (journal, &path) {
+            (Some(journal), Some(path)) if options.journal_direct => {
+                Some(write_directly(journal, &journal_path(path)))
             }
-        }
+            (None, Some(path)) => {
+                remove_journal(path)?;
+                None
+            }
+            (journal, _) => journal,
+        };
         let db = Arc::new(RwLock::new(db));
         let stats = Arc::new(BatchStats::default());
         let (sender, receiver) = mpsc::channel(options.write_queue_capacity_requests.max(1));
@@ -529,6 +541,29 @@ fn remove_journal(path: &Path) -> Result<(), Error> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::Journal(e)),
     }
+}
+
+/// The journal, writing its records through the file at `path` opened for
+/// direct, synchronous writes where its file system does them; as it was
+/// otherwise (only slower, so a refusal is logged, not an error).
+fn write_directly(mut journal: Journal, path: &Path) -> Journal {
+    match DirectWriter::open(path) {
+        Ok(Some(direct)) => match journal.write_directly(direct) {
+            true => tracing::debug!("store-redb: journal records written with O_DIRECT | O_DSYNC"),
+            false => tracing::info!(
+                "store-redb: the journal's regions do not start on a block; a write and an fdatasync per record"
+            ),
+        },
+        Ok(None) => tracing::info!(
+            path = %path.display(),
+            "store-redb: no direct I/O for the journal here; a write and an fdatasync per record"
+        ),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "store-redb: cannot open the journal for direct writes; a write and an fdatasync per record"
+        ),
+    }
+    journal
 }
 
 /// Opens the journal on `file`, folds the appends it holds into the tables

@@ -6,7 +6,8 @@
 //! They guard against: an append acknowledged before its journal sync, a
 //! fold that loses or reorders what the journal held, a replay that
 //! misses an acknowledged append, and a store switched off the journal
-//! that forgets what the journal still held.
+//! that forgets what the journal still held; and that records written with
+//! direct I/O land whole in the file.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -367,4 +368,76 @@ async fn a_failed_fold_is_published_at_once() {
     // The writer is poisoned once it needs the fold: a vote fails.
     let refused = group.save_vote(&Vote::new(2, 1)).await.unwrap_err();
     assert!(refused.to_string().contains("os error 28"), "{refused}");
+}
+
+/// On a disk file system (`/var/tmp`) every journal record is written
+/// directly, packed records of many sizes land whole (read back, folded,
+/// replayed by the next open), and a store asked not to writes none so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn journal_records_are_written_directly_where_the_disk_allows() {
+    let dir = tempfile::Builder::new()
+        .prefix("store-redb-direct")
+        .tempdir_in("/var/tmp")
+        .or_else(|_| tempfile::tempdir())
+        .unwrap();
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, [0u8; 4096]).unwrap();
+    let supported = crate::direct_write::DirectWriter::open(&probe)
+        .unwrap()
+        .is_some();
+    for direct in [true, false] {
+        let path = dir.path().join(format!("log-{direct}.redb"));
+        let options = LogStoreOptions {
+            journal_direct: direct,
+            ..with_journal(16 * 1024)
+        };
+        let n = 1500u64;
+        {
+            let store = LogStore::open(&path, options.clone()).unwrap();
+            let mut group: GroupLogStore<TestConfig> = store.group(3).unwrap();
+            // One to seven entries per append: records of many lengths,
+            // packed across block boundaries and both regions.
+            let mut i = 0;
+            while i < n {
+                let k = (i % 7 + 1).min(n - i);
+                group.blocking_append(entries(1, i..i + k)).await.unwrap();
+                i += k;
+            }
+            let stats = store.stats();
+            assert!(stats.journal_folds > 0, "the regions filled and folded");
+            let expected = if direct && supported {
+                stats.commits
+            } else {
+                0
+            };
+            assert_eq!(stats.journal_direct_writes, expected);
+            let got = group.try_get_log_entries(0..n).await.unwrap();
+            assert_eq!(log_ids(&got), log_ids(&entries(1, 0..n)));
+            // The file itself: the region being written holds the last
+            // appends, whole and in order, up to the very last entry.
+            let bytes = std::fs::read(crate::store::journal_path(&path)).unwrap();
+            let half = bytes.len() / 2;
+            let newest = (0..2)
+                .filter_map(|r| {
+                    let region = &bytes[r * half..(r + 1) * half];
+                    let generation = crate::journal_record::header(region)?.generation;
+                    Some((
+                        generation,
+                        crate::journal::scan_bytes(region, generation).unwrap(),
+                    ))
+                })
+                .max_by_key(|(generation, _)| *generation)
+                .expect("a region with records");
+            let indexes: Vec<u64> = newest
+                .1
+                .iter()
+                .flat_map(|a| a.records.iter().map(|(index, _)| *index))
+                .collect();
+            assert!(indexes.len() > 1, "{indexes:?}");
+            assert!(indexes.windows(2).all(|w| w[1] == w[0] + 1), "{indexes:?}");
+            assert_eq!(indexes.last(), Some(&(n - 1)));
+        }
+        let store = LogStore::open(&path, options).unwrap();
+        assert_eq!(store.verify().unwrap().n_entries, n);
+    }
 }

@@ -355,7 +355,12 @@ impl Writer {
             return Ok(false);
         };
         match journal.write(appends.iter().copied()) {
-            Ok(written) => Ok(written),
+            Ok(written) => {
+                if written && journal.writes_directly() {
+                    self.stats.record_direct_write();
+                }
+                Ok(written)
+            }
             Err(e) => {
                 tracing::error!(error = %e, n_appends = appends.len(), "store-redb journal write failed; refusing further writes");
                 Err(self.poison(e))

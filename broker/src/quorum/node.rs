@@ -154,6 +154,7 @@ impl QuorumNode {
             &log_path(data_dir),
             config.log_cache_bytes,
             config.log_journal_bytes,
+            config.log_journal_direct,
         )
         .await?;
         let raft_config = openraft::Config {

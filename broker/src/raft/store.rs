@@ -18,16 +18,19 @@ const STORE_RELEASE_WAIT: Duration = Duration::from_secs(10);
 /// `cache_bytes` is redb's page cache: the log is written far more than
 /// read (followers are fed from recent entries), so a small cache keeps the
 /// node's memory flat at no cost to the write path. `journal_bytes` sizes
-/// the append journal beside the file (0: none).
+/// the append journal beside the file (0: none); `journal_direct` writes
+/// its records with direct, synchronous writes.
 pub(crate) async fn open_log_store(
     path: &Path,
     cache_bytes: usize,
     journal_bytes: u64,
+    journal_direct: bool,
 ) -> Result<LogStore, store_redb::Error> {
     let deadline = tokio::time::Instant::now() + STORE_RELEASE_WAIT;
     let options = LogStoreOptions {
         cache_size_bytes: cache_bytes,
         journal_bytes,
+        journal_direct,
         ..LogStoreOptions::default()
     };
     loop {
