@@ -108,16 +108,7 @@ impl DirectWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A directory on a disk file system if there is one (`/var/tmp`),
-    /// where `O_DIRECT` works; tmpfs refuses it.
-    fn disk_dir() -> tempfile::TempDir {
-        tempfile::Builder::new()
-            .prefix("store-redb-direct")
-            .tempdir_in("/var/tmp")
-            .or_else(|_| tempfile::tempdir())
-            .expect("a temporary directory")
-    }
+    use crate::tests::disk_dir;
 
     #[test]
     fn packed_writes_land_byte_for_byte() {

@@ -100,6 +100,17 @@ pub(crate) fn log_ids(
     es.iter().map(|e| e.log_id).collect()
 }
 
+/// A temporary directory on a disk file system if there is one
+/// (`/var/tmp`), where the journal's direct writes work; tmpfs, often
+/// `/tmp`, refuses them.
+pub(crate) fn disk_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("store-redb")
+        .tempdir_in("/var/tmp")
+        .or_else(|_| tempfile::tempdir())
+        .expect("a temporary directory")
+}
+
 /// A store without the append journal: these tests hold the writer back at
 /// `begin_write`, which a journaled append never reaches (the journal's
 /// own tests are in `tests_journal.rs`).

@@ -17,7 +17,8 @@ use openraft::{RaftLogReader, Vote};
 
 use crate::lossy_file::CrashSwitch;
 use crate::tests::{
-    counter, entries, holds_for, log_id, log_ids, reached_within, rows, wait_until, TestConfig,
+    counter, disk_dir, entries, holds_for, log_id, log_ids, reached_within, rows, wait_until,
+    TestConfig,
 };
 use crate::{GroupLogStore, LogStore, LogStoreOptions};
 
@@ -375,11 +376,7 @@ async fn a_failed_fold_is_published_at_once() {
 /// replayed by the next open), and a store asked not to writes none so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn journal_records_are_written_directly_where_the_disk_allows() {
-    let dir = tempfile::Builder::new()
-        .prefix("store-redb-direct")
-        .tempdir_in("/var/tmp")
-        .or_else(|_| tempfile::tempdir())
-        .unwrap();
+    let dir = disk_dir();
     let probe = dir.path().join("probe");
     std::fs::write(&probe, [0u8; 4096]).unwrap();
     let supported = crate::direct_write::DirectWriter::open(&probe)
