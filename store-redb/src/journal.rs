@@ -28,7 +28,10 @@
 //!
 //! The file is zero-filled to its capacity when created and never grows:
 //! a write into blocks the file already has makes `fdatasync` flush data
-//! only, not the file's size or block map.
+//! only, not the file's size or block map. Where the store asks for it and
+//! the file system allows, records are written instead through the file
+//! opened again with `O_DIRECT | O_DSYNC` (`direct_write.rs`), each write
+//! durable by itself, with no `fdatasync`.
 //!
 //! Owns the file, the regions, the generation and the write offset.
 //! Knows nothing of redb's tables (the writer and the fold thread fold)
