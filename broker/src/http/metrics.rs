@@ -413,6 +413,12 @@ fn encode_store(
     )?;
     counter(
         encoder,
+        "ramqp_store_journal_direct_writes",
+        "Journal records of the Raft log store written with O_DIRECT | O_DSYNC (no separate fsync); the rest were written and then synced.",
+        s.journal_direct_writes,
+    )?;
+    counter(
+        encoder,
         "ramqp_store_failed_commits",
         "Write transactions of the Raft log store that failed.",
         s.failed_commits,
