@@ -4,7 +4,10 @@ fault of its Raft log store:
 
 - an fdatasync that returns EIO, a write (pwrite64) that returns EIO, and
   one that returns ENOSPC, each injected with `strace --inject` on the
-  store's file;
+  store's files;
+- one direct journal write that returns EIO: not a stop but a recovery
+  (the record is written and synced through the page cache, the node
+  goes on without direct writes, nothing accepted is lost);
 - a full disk: the data directory on a small loop-mounted ext4 filled with
   a ballast file while the broker publishes.
 
@@ -224,17 +227,33 @@ def assert_serves(url: str, address: str):
         assert message.body == "after-restart"
 
 
+def write_and_sync_config(tmp: Path) -> Path:
+    """A config file that turns the journal's direct writes off: each
+    record is then written and fdatasynced, as on a file system without
+    O_DIRECT and after a failed direct write."""
+    path = tmp / "write-and-sync.toml"
+    path.write_text("[quorum]\nlog_journal_direct = false\n")
+    return path
+
+
+# `when` is strace's: "20+" fails the 20th call and every later one. With
+# the journal's direct writes (O_DIRECT | O_DSYNC, on by default) a record
+# is not fdatasynced, and a failed direct write is redone through the page
+# cache (the next test): so the fdatasync case runs the journal without
+# direct writes, where each record is written and synced (the third sync
+# fails at once, not at the third fold seconds later), and the write
+# cases fail every write from the 20th on, the redone one included.
 @pytest.mark.parametrize(
-    "syscall,error,when",
+    "syscall,error,when,direct",
     [
-        ("fdatasync", "EIO", 3),
-        ("pwrite64", "EIO", 20),
-        ("pwrite64", "ENOSPC", 20),
+        ("fdatasync", "EIO", "3", False),
+        ("pwrite64", "EIO", "20+", True),
+        ("pwrite64", "ENOSPC", "20+", True),
     ],
 )
-def test_a_failed_store_write_stops_the_node_and_a_restart_recovers(start_broker, syscall, error, when):
+def test_a_failed_store_write_stops_the_node_and_a_restart_recovers(start_broker, tmp_path, syscall, error, when, direct):
     require_root_and("strace")
-    broker = start_broker()
+    broker = start_broker() if direct else start_broker("--config", str(write_and_sync_config(tmp_path)))
     address = f"/quorum/{syscall}-{error.lower()}"
     what = f"{syscall} -> {error}"
     with publishing(broker.url, address) as output:
@@ -245,6 +264,77 @@ def test_a_failed_store_write_stops_the_node_and_a_restart_recovers(start_broker
     got = drain_ids(broker.url, address, len(set(output.accepted)))
     assert_nothing_accepted_was_lost(what, [output], got)
     assert_serves(broker.url, address)
+
+
+# O_DIRECT in /proc/<pid>/fdinfo's octal flags (x86-64 and arm64 differ;
+# the journal's direct fd also has O_DSYNC, 0o10000, on both).
+O_DIRECT_FLAGS = {"x86_64": 0o40000, "aarch64": 0o200000}
+DIRECT_WRITE_FAILED = "a direct journal write failed"
+
+
+def direct_journal_fds(pid: int) -> int:
+    """How many of `pid`'s open files are the journal opened with O_DIRECT."""
+    o_direct = O_DIRECT_FLAGS.get(os.uname().machine, 0o40000)
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if not os.readlink(fd).endswith(JOURNAL_FILE.name):
+                continue
+            info = Path(f"/proc/{pid}/fdinfo/{fd.name}").read_text()
+        except OSError:
+            continue
+        flags = next(line.split()[1] for line in info.splitlines() if line.startswith("flags:"))
+        if int(flags, 8) & o_direct:
+            count += 1
+    return count
+
+
+def test_a_failed_direct_journal_write_is_redone_through_the_page_cache(start_broker):
+    """One direct journal write fails (EIO once): the record is written
+    and synced through the page cache instead, direct writes stay off,
+    the node keeps accepting, and after a SIGKILL and a restart nothing it
+    accepted is missing."""
+    require_root_and("strace")
+    # /var/tmp: a disk-backed file system where /tmp may be tmpfs, which
+    # refuses O_DIRECT.
+    data_parent = Path(tempfile.mkdtemp(prefix="ramqp-direct-", dir="/var/tmp"))
+    broker = None
+    try:
+        broker = start_broker(data_dir=data_parent / "data")
+        address = "/quorum/direct-eio"
+        what = "direct journal write -> EIO once"
+        with publishing(broker.url, address) as output:
+            if direct_journal_fds(broker.proc.pid) == 0:
+                pytest.skip("SKIP: /var/tmp refuses O_DIRECT here, so the journal writes no record directly")
+            journal = [broker.data_dir / JOURNAL_FILE]
+            with strace_inject(broker.proc, journal, "pwrite64", "EIO", "20"):
+                poll_until(
+                    "the broker to log the failed direct write",
+                    EXIT_BOUND_S,
+                    lambda: DIRECT_WRITE_FAILED in broker.stderr_path.read_text(errors="replace")
+                    or broker.proc.poll() is not None,
+                )
+                assert broker.proc.poll() is None, f"{what}: the node stopped\n{broker.stderr_tail()}"
+                after_fault = len(output.accepted)
+                poll_until(
+                    "300 more accepts after the failed write",
+                    PUBLISHER_DEADLINE_S,
+                    lambda: len(output.accepted) >= after_fault + 300 or broker.proc.poll() is not None,
+                )
+            assert broker.proc.poll() is None, f"{what}: the node stopped\n{broker.stderr_tail()}"
+            assert direct_journal_fds(broker.proc.pid) == 0, "direct writes are still on after the failure"
+            print(f"\n{what}: {len(output.accepted) - after_fault} accepted after it, no direct writes since")
+            # A crash now: what it accepted since went through write + fdatasync.
+            broker.kill()
+        broker.restart()
+        got = drain_ids(broker.url, address, len(set(output.accepted)))
+        assert_nothing_accepted_was_lost(what, [output], got)
+        assert_serves(broker.url, address)
+    finally:
+        # Stopped before its data directory goes (teardown checks its exit).
+        if broker is not None and broker.alive():
+            broker.stop()
+        shutil.rmtree(data_parent, ignore_errors=True)
 
 
 @contextlib.contextmanager
