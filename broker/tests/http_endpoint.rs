@@ -300,6 +300,20 @@ async fn metrics_follow_a_real_client() {
         samples["ramqp_store_commit_duration_seconds_count"],
         samples["ramqp_store_commits_total"]
     );
+    // Idle for a while, the group stops heartbeating; a publish wakes it.
+    get_until(addr, "/metrics", STEP, "the idle quorum group quiet", |a| {
+        a.body.contains("\nramqp_raft_groups_quiet 1\n")
+    })
+    .await;
+    send_text(&mut quorum_sender, "wakes it").await;
+    get_until(
+        addr,
+        "/metrics",
+        STEP,
+        "the group awake after a publish",
+        |a| a.body.contains("\nramqp_raft_groups_quiet 0\n"),
+    )
+    .await;
     assert!(samples["process_resident_memory_bytes"] > 0.0);
     assert!(samples["process_open_fds"] > 0.0);
     assert!(samples.contains_key("process_cpu_seconds_total"));

@@ -38,6 +38,8 @@ struct Scrape {
     /// Per open quorum queue: its index in `queues`, its Raft figures and
     /// the leader changes this replica saw.
     groups: Vec<(usize, RaftStatus, u64)>,
+    /// Of those, the groups this node leads quietly (no heartbeats).
+    quiet_leaders: u64,
     meta: RaftStatus,
     commit_latency: LatencySnapshot,
     store: store_redb::BatchStatsSnapshot,
@@ -55,14 +57,17 @@ fn gather(sources: &Sources) -> Scrape {
     let mut queues = sources.node.transient_queues();
     let quorum = sources.quorum.queues();
     let mut groups = Vec::with_capacity(quorum.len());
+    let mut quiet_leaders = 0;
     queues.reserve(quorum.len());
     for queue in &quorum {
         groups.push((queues.len(), queue.raft_status(), queue.leader_changes()));
+        quiet_leaders += u64::from(queue.is_quiet());
         queues.push(crate::queue::Queue::stats(queue.as_ref()));
     }
     Scrape {
         queues,
         groups,
+        quiet_leaders,
         meta: sources.metadata.raft_status(),
         commit_latency: sources.quorum.commit_latency(),
         store: sources.quorum.store_stats(),
@@ -327,6 +332,12 @@ fn encode_raft(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result 
         "ramqp_raft_groups_leading",
         "Quorum queue Raft groups this node leads.",
         scrape.groups.iter().filter(|g| g.1.leading).count() as u64,
+    )?;
+    gauge(
+        encoder,
+        "ramqp_raft_groups_quiet",
+        "Quorum queue Raft groups this node leads quietly: idle, every live voter up to date, no heartbeats sent.",
+        scrape.quiet_leaders,
     )?;
     histogram(
         encoder,

@@ -219,6 +219,8 @@ pub struct GroupFigures {
     pub groups: u64,
     /// Quorum groups it leads.
     pub leading: u64,
+    /// Of those, the quiet ones (no heartbeats).
+    pub quiet: u64,
     /// Groups whose leader it knows.
     pub leader_known: u64,
     /// Term per group address.
@@ -250,6 +252,7 @@ pub async fn group_figures(port: u16) -> Result<GroupFigures> {
         match (name, group) {
             ("ramqp_raft_groups", None) => figures.groups = value,
             ("ramqp_raft_groups_leading", None) => figures.leading = value,
+            ("ramqp_raft_groups_quiet", None) => figures.quiet = value,
             ("ramqp_raft_leader_known", Some(g)) if g.starts_with("/quorum/") => {
                 figures.leader_known += value
             }
