@@ -221,6 +221,11 @@ pub struct GroupFigures {
     pub leading: u64,
     /// Of those, the quiet ones (no heartbeats).
     pub quiet: u64,
+    /// The log store's durable writes, journal folds and seconds spent in
+    /// durable writes, since the node started.
+    pub store_commits: u64,
+    pub store_folds: u64,
+    pub store_commit_s: f64,
     /// Groups whose leader it knows.
     pub leader_known: u64,
     /// Term per group address.
@@ -244,6 +249,10 @@ pub async fn group_figures(port: u16) -> Result<GroupFigures> {
         let Ok(value) = value.parse::<f64>() else {
             continue;
         };
+        if key == "ramqp_store_commit_duration_seconds_sum" {
+            figures.store_commit_s = value;
+            continue;
+        }
         let value = value as u64;
         let (name, group) = match key.split_once('{') {
             Some((name, labels)) => (name, label(labels, "group")),
@@ -253,6 +262,8 @@ pub async fn group_figures(port: u16) -> Result<GroupFigures> {
             ("ramqp_raft_groups", None) => figures.groups = value,
             ("ramqp_raft_groups_leading", None) => figures.leading = value,
             ("ramqp_raft_groups_quiet", None) => figures.quiet = value,
+            ("ramqp_store_commits_total", None) => figures.store_commits = value,
+            ("ramqp_store_journal_folds_total", None) => figures.store_folds = value,
             ("ramqp_raft_leader_known", Some(g)) if g.starts_with("/quorum/") => {
                 figures.leader_known += value
             }

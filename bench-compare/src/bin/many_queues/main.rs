@@ -65,6 +65,12 @@ struct Args {
     /// Skip the stop / restart / kill phases.
     #[arg(long)]
     no_failover: bool,
+    /// Milliseconds between two scrapes of /metrics while waiting for
+    /// every group to be led again. A scrape of 10,000 groups is ~8 MB
+    /// the node renders and this bench parses: at 100 ms both take CPU
+    /// from the survivors' elections.
+    #[arg(long, default_value_t = 100)]
+    poll_ms: u64,
     /// Seconds every group stays quiet before the second kill.
     #[arg(long, default_value_t = 8)]
     quiet_secs: u64,
@@ -142,8 +148,26 @@ fn rss_all(cluster: &Cluster) -> Result<Vec<u64>> {
 }
 
 /// Wait until the nodes `ids` together lead `n` groups; seconds waited.
-async fn wait_all_led(cluster: &Cluster, ids: &[u64], n: usize, within: Duration) -> Result<f64> {
+async fn wait_all_led(
+    cluster: &Cluster,
+    ids: &[u64],
+    n: usize,
+    within: Duration,
+    poll: Duration,
+) -> Result<f64> {
+    Ok(led_over_time(cluster, ids, n, within, poll).await?.0)
+}
+
+/// The same, and how many they led at each scrape: (seconds, groups).
+async fn led_over_time(
+    cluster: &Cluster,
+    ids: &[u64],
+    n: usize,
+    within: Duration,
+    poll: Duration,
+) -> Result<(f64, Vec<(f64, u64)>)> {
     let started = Instant::now();
+    let mut trace = Vec::new();
     loop {
         let mut led = 0;
         for id in ids {
@@ -151,13 +175,15 @@ async fn wait_all_led(cluster: &Cluster, ids: &[u64], n: usize, within: Duration
                 led += f.leading;
             }
         }
+        let at = started.elapsed().as_secs_f64();
+        trace.push((round2(at), led));
         if led as usize >= n {
-            return Ok(started.elapsed().as_secs_f64());
+            return Ok((at, trace));
         }
         if started.elapsed() > within {
             bail!("nodes {ids:?} lead {led} of {n} groups after {within:?}");
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(poll).await;
     }
 }
 
@@ -250,6 +276,7 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
     if args.no_failover {
         return Ok(out);
     }
+    let poll = Duration::from_millis(args.poll_ms);
 
     // Graceful stop of node 3: it hands its leaderships away, then exits.
     let t = Instant::now();
@@ -257,7 +284,7 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
     let exit = cluster.wait_exit(3, Duration::from_secs(120)).await?;
     let stop_exit_s = t.elapsed().as_secs_f64();
     let stop_all_led_s =
-        wait_all_led(cluster, &[1, 2], n, Duration::from_secs(120)).await? + stop_exit_s;
+        wait_all_led(cluster, &[1, 2], n, Duration::from_secs(120), poll).await? + stop_exit_s;
     log(
         started,
         &format!("node 3 stopped ({exit}) in {stop_exit_s:.1} s"),
@@ -287,7 +314,7 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
     let t = Instant::now();
     cluster.signal(1, "KILL")?;
     let _ = cluster.wait_exit(1, Duration::from_secs(10)).await?;
-    wait_all_led(cluster, &[2, 3], n, Duration::from_secs(300)).await?;
+    wait_all_led(cluster, &[2, 3], n, Duration::from_secs(300), poll).await?;
     let failover_s = t.elapsed().as_secs_f64();
     let after_kill = scrape_all(cluster, &[2, 3]).await?;
     log(
@@ -346,11 +373,33 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
         .max_by_key(|(_, led)| *led)
         .context("no node")?;
     let others: Vec<u64> = all.iter().copied().filter(|id| *id != victim).collect();
+    let store_before = scrape_all(cluster, &others).await?;
     let t = Instant::now();
     cluster.signal(victim, "KILL")?;
     let _ = cluster.wait_exit(victim, Duration::from_secs(10)).await?;
-    wait_all_led(cluster, &others, args.queues, Duration::from_secs(300)).await?;
+    let (_, led_over) = led_over_time(
+        cluster,
+        &others,
+        args.queues,
+        Duration::from_secs(300),
+        Duration::from_millis(args.poll_ms),
+    )
+    .await?;
     let failover_s = t.elapsed().as_secs_f64();
+    // What the survivors' log stores did meanwhile: each durable write
+    // holding a vote is a redb transaction that folds the journal first.
+    let store_after = scrape_all(cluster, &others).await?;
+    let store: Vec<Value> = store_before
+        .iter()
+        .zip(&store_after)
+        .map(|(b, a)| {
+            json!({
+                "commits": a.store_commits - b.store_commits,
+                "journal_folds": a.store_folds - b.store_folds,
+                "commit_s": round2(a.store_commit_s - b.store_commit_s),
+            })
+        })
+        .collect();
     log(
         started,
         &format!("node {victim} killed while quiet ({quiet} of {n} quiet): all led again in {failover_s:.1} s"),
@@ -358,10 +407,13 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     Ok(json!({
         "all_quiet_after_restart_s": round2(quiet_after_s),
         "quiet_secs": args.quiet_secs,
+        "poll_ms": args.poll_ms,
         "quiet_at_kill": quiet,
         "node": victim,
         "led": led,
         "failover_all_led_s": round2(failover_s),
+        "led_by_the_others_over_time": led_over,
+        "survivors_store": store,
     }))
 }
 
