@@ -5,8 +5,9 @@
 brokers, clusters or processes and then wait on them, so one binary at a
 time leaves a 2-core machine half idle for the 8-9 minutes the binaries
 take: this runner builds them with `cargo test --no-run`, then runs up to
-`--jobs` binaries at once, each in its package's directory with the
-variables cargo would give it, and prints each binary's output whole when
+`--jobs` binaries at once, each in its package's directory with
+CARGO_MANIFEST_DIR set (as cargo runs them; no test reads any other
+cargo variable at run time), and prints each binary's output whole when
 it ends (never interleaved). Doc tests run afterwards through cargo.
 
     scripts/run-rust-tests.py [--jobs N]     # default: RAMQP_TEST_JOBS or 2
@@ -53,7 +54,7 @@ def test_binaries():
 
 
 def package_env(package_dir):
-    """The run-time variables `cargo test` sets for a test binary."""
+    """The run-time variable of `cargo test` our tests read."""
     env = dict(os.environ)
     env["CARGO_MANIFEST_DIR"] = package_dir
     return env
