@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 def test_binaries():
-    """Build every test target and list (name, executable, package dir, package)."""
+    """Build every test target and list (name, executable, package dir)."""
     build = subprocess.run(
         ["cargo", "test", "--workspace", "--no-run",
          "--message-format=json-render-diagnostics"],
@@ -48,8 +48,7 @@ def test_binaries():
         package_dir = os.path.dirname(message["manifest_path"])
         kind = "unittests" if target["kind"] != ["test"] else "tests"
         name = f"{os.path.basename(package_dir)} {kind} {target['name']}"
-        binaries.append((name, message["executable"], package_dir,
-                         message["package_id"]))
+        binaries.append((name, message["executable"], package_dir))
     return binaries
 
 
@@ -72,7 +71,7 @@ def main():
     failed = []
 
     def run(entry):
-        name, executable, package_dir, _ = entry
+        name, executable, package_dir = entry
         started = time.monotonic()
         result = subprocess.run([executable], cwd=package_dir,
                                 env=package_env(package_dir),

@@ -548,12 +548,15 @@ fn remove_journal(path: &Path) -> Result<(), Error> {
 /// otherwise (only slower, so a refusal is logged, not an error).
 fn write_directly(mut journal: Journal, path: &Path) -> Journal {
     match DirectWriter::open(path) {
-        Ok(Some(direct)) => match journal.write_directly(direct) {
-            true => tracing::debug!("store-redb: journal records written with O_DIRECT | O_DSYNC"),
-            false => tracing::info!(
-                "store-redb: the journal's regions do not start on a block; a write and an fdatasync per record"
-            ),
-        },
+        Ok(Some(direct)) => {
+            if journal.write_directly(direct) {
+                tracing::debug!("store-redb: journal records written with O_DIRECT | O_DSYNC");
+            } else {
+                tracing::info!(
+                    "store-redb: the journal's regions do not start on a block; a write and an fdatasync per record"
+                );
+            }
+        }
         Ok(None) => tracing::info!(
             path = %path.display(),
             "store-redb: no direct I/O for the journal here; a write and an fdatasync per record"
