@@ -6,7 +6,7 @@
 //! error, and the client's answering detach is accepted: the connection and
 //! session carry on.
 
-mod common;
+use crate::common;
 
 use common::*;
 use fe2o3_amqp::Sender;

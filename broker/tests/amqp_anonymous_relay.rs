@@ -6,7 +6,7 @@
 //! the same link carries on. On a 3-node cluster, messages relayed through a
 //! node that does not lead the quorum queue reach it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

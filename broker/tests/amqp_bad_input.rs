@@ -8,7 +8,7 @@
 //! client, a client connected before it and a fresh fe2o3 client both still
 //! work: one peer's bad input has no effect on others.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

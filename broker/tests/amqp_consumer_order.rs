@@ -6,7 +6,7 @@
 //! second consumer gets nothing while the first is attached and takes over
 //! when it detaches, before the third.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! through a sender attached to the reply address, with the requests on a
 //! transient or a quorum queue and, on a cluster, from another node.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! applied; a selector that does not parse refuses the attach with
 //! amqp:invalid-field.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

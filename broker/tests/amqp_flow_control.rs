@@ -6,7 +6,7 @@
 //! publishers credit, holding their sends back until consumers take
 //! messages, without losing any.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! AMQP protocol header before we send `open`, with and without a SASL
 //! layer before it, and then answers `open` with its own.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! with `limits.idle_timeout_ms` closes a silent client with
 //! amqp:resource-limit-exceeded while keeping one that heartbeats.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! its link with amqp:link:message-size-exceeded (and is not queued), while
 //! the connection carries on.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! a closed connection or a vanished socket are redelivered, in order, with
 //! their delivery-count unchanged.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -14,7 +14,7 @@
 //! on the same session. The broker side of that quirk is checked on the
 //! wire below.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! `open` itself), while a logged-in connection keeps the full
 //! max-frame-size.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! when `sasl.allow_anonymous` is false). Checked with fe2o3-amqp and on
 //! the wire.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! messages, message content (every section, byte for byte) is unchanged by
 //! the broker, and one connection can carry many sessions, links and queues.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 //! file), a stranger's certificate is refused; `Broker::reload` (SIGHUP)
 //! swaps the certificate for new connections while an open one goes on.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //! log entry per queue per commit, and a commit forwarded from a follower
 //! surviving the loss of the leader.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

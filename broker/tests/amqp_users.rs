@@ -7,7 +7,7 @@
 //! permissions; failed logins are counted and slowed per address;
 //! `Broker::reload` applies an edited file.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

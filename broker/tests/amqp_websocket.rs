@@ -6,7 +6,7 @@
 //! upgrade get an HTTP error; a text message and an oversized message
 //! close the WebSocket with codes 1003 and 1009, and the broker serves on.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

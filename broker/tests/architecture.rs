@@ -10,7 +10,7 @@
 //! - `store-redb` and `fabric` know nothing of the broker: they do not
 //!   depend on it.
 
-mod common;
+use crate::common;
 
 use common::{rust_files, workspace_root as root};
 

@@ -10,7 +10,7 @@
 //! from one kind into the other, and a quorum queue's expired and
 //! dropped-head messages.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

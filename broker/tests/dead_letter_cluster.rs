@@ -9,7 +9,7 @@
 //! may be lost: each is in the dead-letter queue or (a rejection the
 //! stopped leader had not yet logged) back in the source queue.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

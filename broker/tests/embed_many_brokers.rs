@@ -4,7 +4,7 @@
 //! (amqp:connection:forced, then EOF; a third-party client sees the
 //! connection end), frees its port, and leaves the others running.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

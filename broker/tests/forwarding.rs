@@ -3,7 +3,7 @@
 //! consume from any queue; links follow a leadership change without being
 //! detached; a client cut off with a minority never sees `accepted`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;

@@ -5,7 +5,7 @@
 //! clients; the leader wait is set long (20 s) so that only the early
 //! give-up can detach within the bounds asserted here.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

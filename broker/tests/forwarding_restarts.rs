@@ -12,7 +12,7 @@
 //! link is connected", cut one direction only, or accept sends and lose
 //! them.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

@@ -17,7 +17,7 @@
 //! the message stays (it is redelivered or waits for a consumer) and the
 //! bounded wait fails.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

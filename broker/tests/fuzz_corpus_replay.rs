@@ -6,7 +6,7 @@
 //! the real writers make (`fuzz_checks::seeds`) are replayed too; with
 //! `RAMQP_WRITE_FUZZ_SEEDS=1` they are also written to `fuzz/seeds/`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};

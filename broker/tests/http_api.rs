@@ -17,7 +17,7 @@
 //! The cluster's endpoints (moving leadership, a transient queue declared
 //! through the node that holds it) are in `http_api_cluster.rs`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

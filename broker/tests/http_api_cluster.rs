@@ -4,7 +4,7 @@
 //! `POST .../move-leadership`, and a transient queue is declared only
 //! through the node that holds it (another node answers 409 naming it).
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

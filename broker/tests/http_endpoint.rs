@@ -10,7 +10,7 @@
 //! 10,000 transient queues (run it in release, see docs/benchmarks.md);
 //! nothing here asserts a time.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -372,7 +372,7 @@ async fn a_node_whose_metadata_has_no_leader_is_not_ready() {
 
 /// Times `/metrics` of a node holding 10,000 transient queues (each with
 /// one message). A measurement, not a check: run it in release,
-/// `cargo test --release -p ramqpd-broker --test http_endpoint -- --ignored --nocapture`.
+/// `cargo test --release -p ramqpd-broker --test operations http_endpoint:: -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement; run in release, see docs/benchmarks.md"]
 async fn scrape_with_10000_queues() {

@@ -4,7 +4,7 @@
 //! placement spread, restart recovery, leader loss, no quorum, adding a
 //! 4th node and removing one. Every wait is bounded.
 
-mod common;
+use crate::common;
 
 /// A node that only runs the metadata group: its RPCs go straight to it.
 struct MetaNode(Arc<Metadata>);

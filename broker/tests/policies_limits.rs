@@ -17,7 +17,7 @@
 //!
 //! The quorum side's agreement across replicas is `policies_quorum.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 //!   replica (depth 0 everywhere), through the log;
 //! - a publish the leader refuses (reject-publish) enters no replica.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! `GET /api/policies` shows it; a bad set is refused at start. What each
 //! field does to messages is tested with clients in `policies_*.rs`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

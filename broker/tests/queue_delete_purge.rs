@@ -7,7 +7,7 @@
 //! amqp:resource-deleted, on every node, and a queue declared again under
 //! the same name starts empty.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

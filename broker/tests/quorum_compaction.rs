@@ -4,7 +4,7 @@
 //! old ones deleted only after the snapshot names the new locations), and
 //! after a restart every remaining message is read from its new place.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! active consumer: its node cut off with the leadership, the next in
 //! order takes over once the new leader's wait for it (2 s) is over.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

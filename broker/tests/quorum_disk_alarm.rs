@@ -4,7 +4,7 @@
 //! credit (no refusal, no false `accepted`); when space returns, publishing
 //! resumes by itself and every accepted message is there.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

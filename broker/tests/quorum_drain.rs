@@ -2,7 +2,7 @@
 //! covers, not only the leader's dispatcher window (about 1,024 messages):
 //! raw frames, so the count of transfers before the drain answer is exact.
 
-mod common;
+use crate::common;
 
 use common::*;
 use ramqpd_broker::codec::{Performative, Role};

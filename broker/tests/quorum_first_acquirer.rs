@@ -19,7 +19,7 @@
 //! count as never delivered. The same race exists on a fail-over, when a
 //! follower applies its tail after it won the election.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

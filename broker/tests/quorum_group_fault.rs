@@ -4,7 +4,7 @@
 //! node that silently stops serving one queue is half alive). The store
 //! itself stays healthy: another queue on the node still takes publishes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //!
 //! The seed is printed; set RAMQP_LOST_WRITES_SEED to replay one.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};

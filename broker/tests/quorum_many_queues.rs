@@ -2,7 +2,7 @@
 //! leaders over the nodes, and each serves a publish through a real AMQP
 //! client (fe2o3-amqp) on a sample and through the queue interface on all.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -17,10 +17,10 @@
 //! model's), and at the end everything is drained and a restart must
 //! bring nothing back.
 //!
-//! `PROPTEST_CASES=200 cargo test -p ramqpd-broker --test quorum_model`
+//! `PROPTEST_CASES=200 cargo test -p ramqpd-broker --test quorum_cluster quorum_model::`
 //! runs a longer search.
 
-mod common;
+use crate::common;
 #[path = "quorum_model/model.rs"]
 mod model;
 

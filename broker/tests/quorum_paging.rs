@@ -4,7 +4,7 @@
 //! segment is never served; a follower whose data dir was wiped catches up
 //! from a streamed snapshot and can then serve the whole queue itself.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! `append_pipeline_depth = 1` (off; the default is 4) no append is pipelined at
 //! all.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

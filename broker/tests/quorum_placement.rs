@@ -5,7 +5,7 @@
 //! printed); a replica set changed through the metadata (a node removed)
 //! becomes the group's voters and keeps the messages.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

@@ -4,7 +4,7 @@
 //! time comes after it), and a 3-node in-process cluster keeps every
 //! accepted message when its leader stops.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@
 //! leaders; with it down the survivors' groups go quiet again, and once
 //! it restarts they wake, bring it up to date and go quiet.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

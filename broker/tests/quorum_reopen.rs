@@ -4,7 +4,7 @@
 //! cannot be opened fails the start, which lets go of the node's files so
 //! a start after the repair succeeds.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! (fe2o3-amqp); once the cut heals, all three agree on one leader, which
 //! serves both messages.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

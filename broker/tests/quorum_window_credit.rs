@@ -17,7 +17,7 @@
 //!
 //! Not specific to paging: the same with the default resident budget.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

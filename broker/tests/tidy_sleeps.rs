@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 
-mod common;
+use crate::common;
 
 use common::{rust_files, workspace_root};
 

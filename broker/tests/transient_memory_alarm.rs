@@ -30,6 +30,10 @@ async fn high_memory_holds_transient_publishers_back_until_it_is_freed() {
 
     let accepted = Arc::new(AtomicUsize::new(0));
     let total = 5_000usize;
+    // The publisher sends 100, then waits for the alarm before going on:
+    // free-running, it could finish all 5,000 before the alarm's next
+    // check (every 500 ms) and leave nothing to hold back.
+    let (alarm_raised, mut alarm_seen) = tokio::sync::watch::channel(false);
     let publisher = {
         let accepted = accepted.clone();
         let addr = broker.local_addr();
@@ -46,9 +50,8 @@ async fn high_memory_holds_transient_publishers_back_until_it_is_freed() {
                     "message {i}: {outcome:?}"
                 );
                 accepted.fetch_add(1, Ordering::SeqCst);
-                // Slow enough that the alarm comes while credit remains.
-                if i % 100 == 99 {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+                if i == 99 {
+                    alarm_seen.wait_for(|raised| *raised).await.expect("gate");
                 }
             }
             let _ = sender.close().await;
@@ -68,6 +71,7 @@ async fn high_memory_holds_transient_publishers_back_until_it_is_freed() {
     .await;
     let reason = broker.quorum().resource_alarm().unwrap();
     assert!(reason.contains("memory_high_watermark_bytes"), "{reason}");
+    alarm_raised.send_replace(true);
 
     // Publishing stops within the credit already granted (1,000 a link):
     // no accept for a whole second.

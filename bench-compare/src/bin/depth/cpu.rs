@@ -108,6 +108,12 @@ mod tests {
         let used = before.used_until(&after, start.elapsed().as_secs_f64());
         let bench = used.bench_s.expect("own /proc/self/stat");
         assert!(bench >= 0.1, "a 300 ms busy loop used {bench} s");
-        assert_eq!(used.broker_s, used.bench_s);
+        // The same process read through two paths at two moments: the
+        // other test threads may add a tick or two between the reads.
+        let broker = used.broker_s.expect("own /proc/PID/stat");
+        assert!(
+            (broker - bench).abs() <= 0.05,
+            "broker {broker} s, bench {bench} s"
+        );
     }
 }
