@@ -204,15 +204,29 @@ class Run:
         return lambda: self.cluster.ctl(node, "heal")
 
     def fsync_eio(self, node, syscall="fdatasync"):
-        """One fdatasync (or write) of the node's log store fails: the node
-        must stop with code 70 (fail-stop); the heal restarts it."""
+        """The node's log store fails to make a write durable: the node
+        must stop with code 70 (fail-stop); the heal restarts it.
+
+        Where the journal is written with O_DIRECT | O_DSYNC (the default
+        where the file system allows it) there is no fdatasync per record:
+        one could come only at the next fold, maybe not within the
+        fault's 30 s. So `fdatasync` fails one journal write, which the
+        store redoes through the page cache with an fdatasync, and that
+        fdatasync fails (on a journal without direct writes the failed
+        write alone stops the node). `pwrite64` fails every write: a
+        single failed direct write is redone and stops nothing."""
         process = self.cluster.nodes[node]
         store = process.data_dir / "quorum" / "raft-log.redb"
         journal = process.data_dir / "quorum" / "raft-log.redb.journal"
+        if syscall == "fdatasync":
+            faults = ["-e", "trace=pwrite64,fdatasync",
+                      "-e", "inject=pwrite64:error=EIO:when=1",
+                      "-e", "inject=fdatasync:error=EIO:when=1"]
+        else:
+            faults = ["-e", f"trace={syscall}", "-e", f"inject={syscall}:error=EIO:when=1+"]
         tracer = subprocess.Popen(
             ["strace", "-f", "-qq", "-o", "/dev/null", "-p", str(process.proc.pid),
-             "-P", str(store), "-P", str(journal),
-             "-e", f"trace={syscall}", "-e", f"inject={syscall}:error=EIO:when=1"],
+             "-P", str(store), "-P", str(journal)] + faults,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         try:
