@@ -314,6 +314,24 @@ async fn metrics_follow_a_real_client() {
         |a| a.body.contains("\nramqp_raft_groups_quiet 0\n"),
     )
     .await;
+    // The node-wide scrape: the same group counts and store figures, no
+    // sample per queue or group.
+    let node = get(addr, "/metrics/node").await;
+    assert_eq!(node.status, 200, "{node:?}");
+    let node = parse_prometheus(&node.body);
+    assert_eq!(node["ramqp_raft_groups"], 1.0);
+    assert_eq!(node["ramqp_raft_groups_leading"], 1.0);
+    assert!(node["ramqp_store_commits_total"] >= samples["ramqp_store_commits_total"]);
+    assert!(node["process_open_fds"] > 0.0);
+    let labelled: Vec<&String> = node
+        .keys()
+        .filter(|k| k.contains("address=") || k.contains("group="))
+        .collect();
+    assert!(
+        labelled.is_empty(),
+        "per-queue samples in /metrics/node: {labelled:?}"
+    );
+    assert!(samples.keys().any(|k| k.contains("address=")));
     assert!(samples["process_resident_memory_bytes"] > 0.0);
     assert!(samples["process_open_fds"] > 0.0);
     assert!(samples.contains_key("process_cpu_seconds_total"));

@@ -6,6 +6,10 @@
 //! is registered per queue, so a deleted queue simply disappears from the
 //! next scrape.
 //!
+//! `/metrics/node` is the same without the per-queue and per-group
+//! families: a few kilobytes at any queue count, for a scraper that polls
+//! often (10,000 quorum queues make `/metrics` about 8 MB).
+//!
 //! Names: `ramqp_*` for the broker's own, `process_*` as Prometheus'
 //! client libraries name them. Counters are per process: they restart from
 //! 0 when the node restarts (Prometheus' `rate` handles that).
@@ -53,16 +57,30 @@ struct Scrape {
     node_id: u64,
 }
 
-fn gather(sources: &Sources) -> Scrape {
-    let mut queues = sources.node.transient_queues();
+/// What a scrape shows: everything, or the node-wide families only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Scope {
+    /// `/metrics`: with a sample per queue and per Raft group.
+    PerQueue,
+    /// `/metrics/node`: the node-wide families (group counts included).
+    Node,
+}
+
+fn gather(sources: &Sources, scope: Scope) -> Scrape {
     let quorum = sources.quorum.queues();
+    let mut queues = Vec::new();
+    if scope == Scope::PerQueue {
+        queues = sources.node.transient_queues();
+        queues.reserve(quorum.len());
+    }
     let mut groups = Vec::with_capacity(quorum.len());
     let mut quiet_leaders = 0;
-    queues.reserve(quorum.len());
     for queue in &quorum {
         groups.push((queues.len(), queue.raft_status(), queue.leader_changes()));
         quiet_leaders += u64::from(queue.is_quiet());
-        queues.push(crate::queue::Queue::stats(queue.as_ref()));
+        if scope == Scope::PerQueue {
+            queues.push(crate::queue::Queue::stats(queue.as_ref()));
+        }
     }
     Scrape {
         queues,
@@ -83,24 +101,31 @@ fn gather(sources: &Sources) -> Scrape {
 }
 
 /// Encode one scrape of the node in the Prometheus text format.
-pub(super) fn render(sources: &Arc<Sources>) -> Result<String, fmt::Error> {
+pub(super) fn render(sources: &Arc<Sources>, scope: Scope) -> Result<String, fmt::Error> {
     let started = std::time::Instant::now();
-    let scrape = Arc::new(gather(sources));
-    // The last scrape's size and a little more, so the text (4.5 MB with
-    // 10,000 queues) is not copied while it grows.
-    let last = sources.last_scrape_bytes.load(Ordering::Relaxed);
-    let mut text = String::with_capacity((last + last / 8).max(64 * 1024));
-    // The families with a sample per queue or group, by hand; the few
-    // node-wide ones through prometheus-client.
-    write_queues(&mut text, &scrape);
-    write_groups(&mut text, &scrape);
+    let scrape = Arc::new(gather(sources, scope));
+    let mut text = if scope == Scope::PerQueue {
+        // The last scrape's size and a little more, so the text (4.5 MB
+        // with 10,000 queues) is not copied while it grows.
+        let last = sources.last_scrape_bytes.load(Ordering::Relaxed);
+        let mut text = String::with_capacity((last + last / 8).max(64 * 1024));
+        // The families with a sample per queue or group, by hand; the few
+        // node-wide ones through prometheus-client.
+        write_queues(&mut text, &scrape);
+        write_groups(&mut text, &scrape);
+        text
+    } else {
+        String::with_capacity(16 * 1024)
+    };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(NodeCollector(scrape)));
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
-    tracing::debug!(bytes = text.len(), took = ?started.elapsed(), "metrics scrape");
-    sources
-        .last_scrape_bytes
-        .store(text.len(), Ordering::Relaxed);
+    tracing::debug!(bytes = text.len(), took = ?started.elapsed(), ?scope, "metrics scrape");
+    if scope == Scope::PerQueue {
+        sources
+            .last_scrape_bytes
+            .store(text.len(), Ordering::Relaxed);
+    }
     Ok(text)
 }
 

@@ -35,6 +35,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use super::api::HttpPeer;
+use super::metrics::Scope;
 use super::{Answer, Sources};
 use crate::tls::TlsServer;
 
@@ -202,14 +203,15 @@ async fn route(request: Request<Incoming>, peer: HttpPeer, sources: Arc<Sources>
             Ok(()) => text(StatusCode::OK, "ready\n".into()),
             Err(reason) => text(StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")),
         },
-        "/metrics" => metrics(sources).await,
+        "/metrics" => metrics(sources, Scope::PerQueue).await,
+        "/metrics/node" => metrics(sources, Scope::Node).await,
         "/" => super::page::answer(),
         _ => text(StatusCode::NOT_FOUND, "not found\n".into()),
     }
 }
 
-async fn metrics(sources: Arc<Sources>) -> Answer {
-    match tokio::task::spawn_blocking(move || super::metrics::render(&sources)).await {
+async fn metrics(sources: Arc<Sources>, scope: Scope) -> Answer {
+    match tokio::task::spawn_blocking(move || super::metrics::render(&sources, scope)).await {
         Ok(Ok(body)) => {
             let mut answer = Response::new(Full::new(Bytes::from(body)));
             answer.headers_mut().insert(

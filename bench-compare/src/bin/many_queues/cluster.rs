@@ -232,11 +232,13 @@ pub struct GroupFigures {
     pub terms: HashMap<String, u64>,
 }
 
-/// Scrape node `port`'s `/metrics`.
-pub async fn group_figures(port: u16) -> Result<GroupFigures> {
-    let (status, body) = http_get(port, "/metrics").await?;
+/// Scrape node `port`'s `/metrics` (every figure), or `/metrics/node`
+/// (the node-wide ones: no terms, no `leader_known`), a few KB instead of
+/// ~8 MB at 10,000 queues.
+pub async fn group_figures(port: u16, path: &str) -> Result<GroupFigures> {
+    let (status, body) = http_get(port, path).await?;
     if status != 200 {
-        bail!("/metrics answered {status}");
+        bail!("{path} answered {status}");
     }
     let mut figures = GroupFigures::default();
     for line in body.lines() {

@@ -65,12 +65,15 @@ struct Args {
     /// Skip the stop / restart / kill phases.
     #[arg(long)]
     no_failover: bool,
-    /// Milliseconds between two scrapes of /metrics while waiting for
-    /// every group to be led again. A scrape of 10,000 groups is ~8 MB
-    /// the node renders and this bench parses; at 10,000 queues 500 ms
-    /// measured the kills no faster than 100 ms.
+    /// Milliseconds between two scrapes while waiting for every group to
+    /// be led again.
     #[arg(long, default_value_t = 100)]
     poll_ms: u64,
+    /// Poll the whole `/metrics` (~8 MB at 10,000 queues, rendered by the
+    /// node and parsed here) in the fail-over waits instead of the few
+    /// KB of `/metrics/node`, as sessions 31-40 did.
+    #[arg(long)]
+    full_scrapes: bool,
     /// Seconds every group stays quiet before the second kill.
     #[arg(long, default_value_t = 8)]
     quiet_secs: u64,
@@ -133,12 +136,28 @@ fn log(started: Instant, what: &str) {
     );
 }
 
+/// Every figure of each node in `ids` (`/metrics`).
 async fn scrape_all(cluster: &Cluster, ids: &[u64]) -> Result<Vec<GroupFigures>> {
+    scrape_at(cluster, ids, FULL).await
+}
+
+async fn scrape_at(cluster: &Cluster, ids: &[u64], path: &str) -> Result<Vec<GroupFigures>> {
     let mut out = Vec::new();
     for id in ids {
-        out.push(group_figures(cluster.node(*id).http).await?);
+        out.push(group_figures(cluster.node(*id).http, path).await?);
     }
     Ok(out)
+}
+
+const FULL: &str = "/metrics";
+
+/// What the fail-over waits poll: the node-wide figures are all they read.
+fn wait_path(args: &Args) -> &'static str {
+    if args.full_scrapes {
+        FULL
+    } else {
+        "/metrics/node"
+    }
 }
 
 fn rss_all(cluster: &Cluster) -> Result<Vec<u64>> {
@@ -147,13 +166,20 @@ fn rss_all(cluster: &Cluster) -> Result<Vec<u64>> {
         .collect()
 }
 
+/// How the fail-over waits scrape: how often, and which path.
+#[derive(Clone, Copy)]
+struct Poll {
+    every: Duration,
+    path: &'static str,
+}
+
 /// Wait until the nodes `ids` together lead `n` groups; seconds waited.
 async fn wait_all_led(
     cluster: &Cluster,
     ids: &[u64],
     n: usize,
     within: Duration,
-    poll: Duration,
+    poll: Poll,
 ) -> Result<f64> {
     Ok(led_over_time(cluster, ids, n, within, poll).await?.0)
 }
@@ -164,14 +190,14 @@ async fn led_over_time(
     ids: &[u64],
     n: usize,
     within: Duration,
-    poll: Duration,
+    poll: Poll,
 ) -> Result<(f64, Vec<(f64, u64)>)> {
     let started = Instant::now();
     let mut trace = Vec::new();
     loop {
         let mut led = 0;
         for id in ids {
-            if let Ok(f) = group_figures(cluster.node(*id).http).await {
+            if let Ok(f) = group_figures(cluster.node(*id).http, poll.path).await {
                 led += f.leading;
             }
         }
@@ -183,7 +209,7 @@ async fn led_over_time(
         if started.elapsed() > within {
             bail!("nodes {ids:?} lead {led} of {n} groups after {within:?}");
         }
-        tokio::time::sleep(poll).await;
+        tokio::time::sleep(poll.every).await;
     }
 }
 
@@ -276,7 +302,10 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
     if args.no_failover {
         return Ok(out);
     }
-    let poll = Duration::from_millis(args.poll_ms);
+    let poll = Poll {
+        every: Duration::from_millis(args.poll_ms),
+        path: wait_path(args),
+    };
 
     // Graceful stop of node 3: it hands its leaderships away, then exits.
     let t = Instant::now();
@@ -310,7 +339,9 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
     );
 
     // Node 1 killed: until nodes 2 and 3 lead every group.
-    let led_by_1 = group_figures(cluster.node(1).http).await?.leading;
+    let led_by_1 = group_figures(cluster.node(1).http, poll.path)
+        .await?
+        .leading;
     let t = Instant::now();
     cluster.signal(1, "KILL")?;
     let _ = cluster.wait_exit(1, Duration::from_secs(10)).await?;
@@ -336,6 +367,7 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
         map.insert("restart_serve_all_s".into(), json!(round2(restart_serve_s)));
         map.insert("kill_node1_led".into(), json!(led_by_1));
         map.insert("kill_failover_all_led_s".into(), json!(round2(failover_s)));
+        map.insert("failover_poll_path".into(), json!(poll.path));
         map.insert(
             "leaders_after_kill".into(),
             json!(after_kill.iter().map(|f| f.leading).collect::<Vec<_>>()),
@@ -351,9 +383,10 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     cluster.spawn(1)?;
     cluster.wait_ready(1, Duration::from_secs(120)).await?;
     let all: Vec<u64> = (1..=NODES).collect();
+    let path = wait_path(args);
     let t = Instant::now();
     loop {
-        let figures = scrape_all(cluster, &all).await?;
+        let figures = scrape_at(cluster, &all, path).await?;
         if figures.iter().map(|f| f.quiet).sum::<u64>() >= n {
             break;
         }
@@ -364,7 +397,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     }
     let quiet_after_s = t.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(args.quiet_secs)).await;
-    let figures = scrape_all(cluster, &all).await?;
+    let figures = scrape_at(cluster, &all, path).await?;
     let quiet: u64 = figures.iter().map(|f| f.quiet).sum();
     let (victim, led) = all
         .iter()
@@ -373,7 +406,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
         .max_by_key(|(_, led)| *led)
         .context("no node")?;
     let others: Vec<u64> = all.iter().copied().filter(|id| *id != victim).collect();
-    let store_before = scrape_all(cluster, &others).await?;
+    let store_before = scrape_at(cluster, &others, path).await?;
     let t = Instant::now();
     cluster.signal(victim, "KILL")?;
     let _ = cluster.wait_exit(victim, Duration::from_secs(10)).await?;
@@ -382,13 +415,16 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
         &others,
         args.queues,
         Duration::from_secs(300),
-        Duration::from_millis(args.poll_ms),
+        Poll {
+            every: Duration::from_millis(args.poll_ms),
+            path,
+        },
     )
     .await?;
     let failover_s = t.elapsed().as_secs_f64();
     // What the survivors' log stores did meanwhile: each durable write
     // holding a vote is a redb transaction that folds the journal first.
-    let store_after = scrape_all(cluster, &others).await?;
+    let store_after = scrape_at(cluster, &others, path).await?;
     let store: Vec<Value> = store_before
         .iter()
         .zip(&store_after)
@@ -408,6 +444,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
         "all_quiet_after_restart_s": round2(quiet_after_s),
         "quiet_secs": args.quiet_secs,
         "poll_ms": args.poll_ms,
+        "poll_path": path,
         "quiet_at_kill": quiet,
         "node": victim,
         "led": led,
