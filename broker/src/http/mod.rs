@@ -1,6 +1,7 @@
 //! The node's HTTP endpoint (`--http-listen`): `/healthz` (the process is
 //! up and answering), `/readyz` (the node serves: see `health.rs`),
-//! `/metrics` (Prometheus text, `metrics.rs`), the status page at `/` and
+//! `/metrics` and `/metrics/node` (Prometheus text, everything or the
+//! node-wide families only, `metrics.rs`), the status page at `/` and
 //! the JSON management API under `/api/` (`api/`). Health and metrics are wiring of read-only
 //! views: the queues' stats, the Raft groups' figures, the store's, the
 //! engine's and the fabric's counters and the process's. The API changes
