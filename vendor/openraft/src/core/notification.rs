@@ -108,6 +108,7 @@ where C: RaftTypeConfig
     }
 
     /// Returns the name of this notification variant.
+    #[cfg_attr(not(feature = "runtime-stats"), allow(dead_code))] // ramqp
     pub(crate) fn name(&self) -> NotificationName {
         match self {
             Self::VoteResponse { .. } => NotificationName::VoteResponse,

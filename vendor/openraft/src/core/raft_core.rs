@@ -46,14 +46,17 @@ use crate::core::notification::Notification;
 use crate::core::raft_msg::AppendEntriesTx;
 use crate::core::raft_msg::ClientReadTx;
 use crate::core::raft_msg::RaftMsg;
+#[cfg(feature = "runtime-stats")] // ramqp
 use crate::core::raft_msg::RaftMsgName;
 use crate::core::raft_msg::ResultSender;
 use crate::core::raft_msg::VoteTx;
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::core::raft_msg::install_full_snapshot_request::InstallFullSnapshotRequest;
 use crate::core::raft_msg::membership_payloads::MembershipPayloads;
+#[cfg(feature = "runtime-stats")] // ramqp
 use crate::core::runtime_stats::RuntimeStats;
 use crate::core::sm;
+#[cfg(feature = "runtime-stats")] // ramqp
 use crate::core::stage::Stage;
 use crate::display_ext::DisplayInstantExt;
 use crate::engine::Command;
@@ -269,6 +272,9 @@ where
     ///
     /// Owned directly by RaftCore for lock-free access to most stats.
     /// Only `replicate_batch` is shared with replication tasks via `shared_replicate_batch`.
+    /// ramqp: only with the `runtime-stats` feature, the only way to read it: its 15
+    /// histograms were ~8 KiB of every group's memory, recorded at every pass of the loop.
+    #[cfg(feature = "runtime-stats")]
     pub(crate) runtime_stats: RuntimeStats<C>,
 
     /// Shared histogram for replication batch sizes.
@@ -1116,6 +1122,7 @@ where
         let mut responders = self.client_responders.drain_upto(last.index());
 
         let entry_count = last.index() + 1 - first.index();
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.apply_batch.record(entry_count);
 
         // Record to external metrics recorder
@@ -1415,7 +1422,9 @@ where
     ///
     /// It returns the number of processed message.
     /// If the input channel is closed, it returns `Fatal::Stopped`.
+    #[cfg_attr(not(feature = "runtime-stats"), allow(unused_variables, unused_assignments))] // ramqp
     async fn process_raft_msg(&mut self, at_most: u64) -> Result<u64, Fatal<C>> {
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.raft_msg_budget.record(at_most);
 
         let mut processed = 0u64;
@@ -1451,7 +1460,9 @@ where
 
             if index.saturating_sub(last_log_index) >= run_command_threshold {
                 // After handling all the inputs, batch run all the commands for better performance
+                #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
                 self.runtime_stats.raft_msg_per_run.record(processed);
+                #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
                 self.runtime_stats.raft_msg_usage_permille.record(processed * 1000 / at_most);
                 self.run_engine_commands().await?;
 
@@ -1461,7 +1472,9 @@ where
         }
 
         // After handling all the inputs, batch run all the commands for better performance
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.raft_msg_per_run.record(processed);
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.raft_msg_usage_permille.record(processed * 1000 / at_most);
         self.run_engine_commands().await?;
 
@@ -1477,6 +1490,7 @@ where
     /// It returns the number of processed notifications.
     /// If the input channel is closed, it returns `Fatal::Stopped`.
     async fn process_notification(&mut self, at_most: u64) -> Result<u64, Fatal<C>> {
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.notification_budget.record(at_most);
 
         let mut processed = 0u64;
@@ -1505,6 +1519,7 @@ where
             self.run_engine_commands().await?;
         }
 
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.notification_usage_permille.record(processed * 1000 / at_most);
 
         if processed == at_most {
@@ -1722,6 +1737,7 @@ where
     pub(crate) fn handle_install_full_snapshot_request(&mut self, req: InstallFullSnapshotRequest<C, SM>) {
         tracing::debug!("RAFT_event id={:<2}  input: {}", self.id, req);
 
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.record_raft_msg(RaftMsgName::InstallSnapshot);
 
         self.engine.handle_install_full_snapshot(req.vote, req.snapshot, req.tx);
@@ -1732,6 +1748,7 @@ where
     pub(crate) fn handle_api_msg(&mut self, msg: RaftMsg<C>) {
         tracing::debug!("RAFT_event id={:<2}  input: {}", self.id, msg);
 
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.record_raft_msg(msg.name());
 
         match msg {
@@ -1780,6 +1797,7 @@ where
                         return;
                     }
                 }
+                #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
                 self.runtime_stats.write_batch.record(payloads.len() as u64);
                 self.write_entries(
                     payloads,
@@ -1963,6 +1981,7 @@ where
     pub(crate) fn handle_notification(&mut self, notify: Notification<C>) -> Result<(), Fatal<C>> {
         tracing::debug!("RAFT_event id={:<2} notify: {}", self.id, notify);
 
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.record_notification(notify.name());
 
         match notify {
@@ -2096,6 +2115,7 @@ where
 
         match io_id {
             IOId::Log(log_io_id) => {
+                #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
                 if let Some(ref log_id) = log_io_id.log_id {
                     self.runtime_stats.record_log_stage_now(Stage::Persisted, log_id.index() + 1);
                 }
@@ -2152,6 +2172,7 @@ where
                 }
             }
             sm::Response::Apply(res) => {
+                #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
                 self.runtime_stats.record_log_stage_now(Stage::Applied, res.last_applied.index() + 1);
                 self.engine.state.apply_progress_mut().try_flush(res.last_applied);
             }
@@ -2390,12 +2411,14 @@ where
         entries: BatchOf<C, C::Entry>,
     ) -> Result<(), StorageError<C>> {
         let last_log_id = entries.last().unwrap().log_id();
+        #[cfg(feature = "runtime-stats")] // ramqp
         let last_log_index = last_log_id.index();
         tracing::debug!("AppendEntries: {}", entries.as_ref().display_n(10));
 
         let entry_count = entries.len() as u64;
 
         // Record to internal histogram
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.append_batch.record(entry_count);
 
         // Record to external metrics recorder
@@ -2419,6 +2442,7 @@ where
         // because `append()` may call the callback before returning.
         self.engine.state.log_progress_mut().submit(io_id.clone());
 
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.record_log_stage_now(Stage::Submitted, last_log_index + 1);
 
         // Submit IO request, do not wait for the response.
@@ -2516,6 +2540,7 @@ where
         already_applied: Option<LogIdOf<C>>,
         upto: LogIdOf<C>,
     ) -> Result<(), StorageError<C>> {
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.record_log_stage_now(Stage::Committed, upto.index() + 1);
 
         self.engine.state.apply_progress_mut().submit(upto.clone());
@@ -2678,6 +2703,7 @@ where
         tracing::debug!("RAFT_event id={:<2}    cmd: {}", self.id, cmd);
 
         // Record command execution
+        #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.record_command(cmd.name());
 
         match cmd {

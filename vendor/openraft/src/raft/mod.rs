@@ -111,6 +111,7 @@ use crate::core::notification::Notification;
 use crate::core::raft_msg::RaftMsg;
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::core::raft_msg::install_full_snapshot_request::InstallFullSnapshotRequest;
+#[cfg(feature = "runtime-stats")] // ramqp
 use crate::core::runtime_stats::RuntimeStats;
 use crate::core::sm;
 use crate::core::sm::worker;
@@ -645,6 +646,7 @@ where
                         progress: tx_progress,
                     },
 
+                    #[cfg(feature = "runtime-stats")] // ramqp
                     runtime_stats: RuntimeStats::new(&config),
                     shared_replicate_batch,
 

@@ -169,6 +169,7 @@ impl<C> RaftMsg<C>
 where C: RaftTypeConfig
 {
     /// Returns the name of this message variant.
+    #[cfg_attr(not(feature = "runtime-stats"), allow(dead_code))] // ramqp
     pub fn name(&self) -> RaftMsgName {
         match self {
             RaftMsg::AppendEntries { .. } => RaftMsgName::AppendEntries,

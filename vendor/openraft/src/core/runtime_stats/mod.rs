@@ -14,5 +14,6 @@ mod runtime_stats_display;
 pub mod log_stage;
 
 pub use self::display_mode::DisplayMode;
+#[allow(unused_imports)] // ramqp: RaftCore holds one only with the runtime-stats feature
 pub use self::runtime_stats::RuntimeStats;
 pub use self::runtime_stats_display::RuntimeStatsDisplay;
