@@ -151,15 +151,6 @@ async fn scrape_at(cluster: &Cluster, ids: &[u64], path: &str) -> Result<Vec<Gro
 
 const FULL: &str = "/metrics";
 
-/// What the fail-over waits poll: the node-wide figures are all they read.
-fn wait_path(args: &Args) -> &'static str {
-    if args.full_scrapes {
-        FULL
-    } else {
-        "/metrics/node"
-    }
-}
-
 fn rss_all(cluster: &Cluster) -> Result<Vec<u64>> {
     (1..=NODES)
         .map(|id| rss_kib(cluster.pid(id).context("not running")?))
@@ -171,6 +162,20 @@ fn rss_all(cluster: &Cluster) -> Result<Vec<u64>> {
 struct Poll {
     every: Duration,
     path: &'static str,
+}
+
+impl Poll {
+    /// From the arguments: the node-wide figures are all the waits read.
+    fn of(args: &Args) -> Poll {
+        Poll {
+            every: Duration::from_millis(args.poll_ms),
+            path: if args.full_scrapes {
+                FULL
+            } else {
+                "/metrics/node"
+            },
+        }
+    }
 }
 
 /// Wait until the nodes `ids` together lead `n` groups; seconds waited.
@@ -302,10 +307,7 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
     if args.no_failover {
         return Ok(out);
     }
-    let poll = Poll {
-        every: Duration::from_millis(args.poll_ms),
-        path: wait_path(args),
-    };
+    let poll = Poll::of(args);
 
     // Graceful stop of node 3: it hands its leaderships away, then exits.
     let t = Instant::now();
@@ -383,7 +385,8 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     cluster.spawn(1)?;
     cluster.wait_ready(1, Duration::from_secs(120)).await?;
     let all: Vec<u64> = (1..=NODES).collect();
-    let path = wait_path(args);
+    let poll = Poll::of(args);
+    let path = poll.path;
     let t = Instant::now();
     loop {
         let figures = scrape_at(cluster, &all, path).await?;
@@ -415,10 +418,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
         &others,
         args.queues,
         Duration::from_secs(300),
-        Poll {
-            every: Duration::from_millis(args.poll_ms),
-            path,
-        },
+        poll,
     )
     .await?;
     let failover_s = t.elapsed().as_secs_f64();
