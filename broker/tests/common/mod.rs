@@ -5,8 +5,9 @@
 //! public codec.
 //!
 //! Every wait here is bounded: a hung broker fails a test, never hangs it.
-//! Every test does `mod common; use common::*;`, so this file only
-//! re-exports its submodules.
+//! Each test binary's root (`amqp.rs`, `quorum.rs`, ...) declares `mod
+//! common;` once and its files `use crate::common;` then `use common::*;`,
+//! so this file only re-exports its submodules.
 #![allow(dead_code)]
 
 mod embedded;
