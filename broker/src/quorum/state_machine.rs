@@ -447,7 +447,9 @@ impl RaftStateMachine<QueueRaft> for QueueStateMachine {
         meta: &SnapshotMetaOf<QueueRaft>,
         snapshot: SnapshotData,
     ) -> Result<(), std::io::Error> {
-        snapshot_install::install(&self.shared, &self.dir, meta, snapshot).await
+        // Boxed: rare; inline, its ~700-byte future sized every replica's state-machine task.
+        let install = snapshot_install::install(&self.shared, &self.dir, meta, snapshot);
+        Box::pin(install).await
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<QueueSnapshot>, std::io::Error> {

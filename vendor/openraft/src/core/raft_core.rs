@@ -1041,7 +1041,7 @@ where
         self.reschedule_pending_read_check();
     }
 
-    fn reschedule_pending_read_check(&self) {
+    fn reschedule_pending_read_check(&mut self) { // ramqp: the notifier starts lazily
         let deadline = self.pending_reads.earliest_deadline();
         self.pending_read_deadline_notifier.set_deadline(deadline);
     }
@@ -1740,7 +1740,7 @@ where
         #[cfg(feature = "runtime-stats")] // ramqp: recorded only where it can be read
         self.runtime_stats.record_raft_msg(RaftMsgName::InstallSnapshot);
 
-        self.engine.handle_install_full_snapshot(req.vote, req.snapshot, req.tx);
+        self.engine.handle_install_full_snapshot(req.vote, *req.snapshot, req.tx); // ramqp: boxed
     }
 
     #[tracing::instrument(level = "debug", skip(self, msg), fields(state = debug(self.engine.state.server_state), id=display(&self.id)
@@ -1826,7 +1826,7 @@ where
                     preconditions.as_ref().display()
                 );
 
-                self.change_membership(changes, retain, preconditions, payloads, tx);
+                self.change_membership(changes, retain, preconditions, *payloads, tx); // ramqp: boxed
             }
             RaftMsg::AppendMembership {
                 payload,

@@ -615,7 +615,7 @@ where
                     client_responders: ClientResponderQueue::with_capacity(0),
 
                     pending_reads: PendingReadQueue::default(),
-                    pending_read_deadline_notifier: PendingReadDeadlineNotifier::spawn(tx_notify.clone()),
+                    pending_read_deadline_notifier: PendingReadDeadlineNotifier::new(tx_notify.clone()), // ramqp: lazy
                     replications: Default::default(),
 
                     heartbeat_handle: HeartbeatWorkersHandle::new(id.clone(), config.clone()),

@@ -18,28 +18,40 @@ use crate::type_config::alias::WatchSenderOf;
 /// exceeds `now` and an emptied queue reports `None`. `set_deadline` therefore always observes a
 /// change and re-arms the worker. Watch versioning covers the interleaving where the new deadline
 /// is set before the worker starts awaiting.
+///
+/// ramqp: the worker and its watch channel are made by the first deadline set, not with the
+/// group: a group that never serves a linearizable read (all of ours) has no task for them.
 pub(crate) struct PendingReadDeadlineNotifier<C>
 where C: RaftTypeConfig
 {
-    deadline_tx: WatchSenderOf<C, Option<InstantOf<C>>>,
-    _join_handle: JoinHandleOf<C, ()>,
+    notification_tx: MpscSenderOf<C, Notification<C>>,
+    started: Option<(WatchSenderOf<C, Option<InstantOf<C>>>, JoinHandleOf<C, ()>)>,
 }
 
 impl<C> PendingReadDeadlineNotifier<C>
 where C: RaftTypeConfig
 {
-    pub(crate) fn spawn(notification_tx: MpscSenderOf<C, Notification<C>>) -> Self {
-        let (deadline_tx, deadline_rx) = C::watch_channel(None);
-        let join_handle = C::spawn(Self::run(deadline_rx, notification_tx));
-
+    pub(crate) fn new(notification_tx: MpscSenderOf<C, Notification<C>>) -> Self { // ramqp: was `spawn`
         Self {
-            deadline_tx,
-            _join_handle: join_handle,
+            notification_tx,
+            started: None,
         }
     }
 
-    pub(crate) fn set_deadline(&self, deadline: Option<InstantOf<C>>) {
-        self.deadline_tx.send_if_different(deadline);
+    pub(crate) fn set_deadline(&mut self, deadline: Option<InstantOf<C>>) {
+        match &self.started {
+            Some((deadline_tx, _)) => {
+                deadline_tx.send_if_different(deadline);
+            }
+            None => {
+                // Not started: no deadline was ever set, so `None` changes nothing.
+                if deadline.is_some() {
+                    let (deadline_tx, deadline_rx) = C::watch_channel(deadline);
+                    let join_handle = C::spawn(Self::run(deadline_rx, self.notification_tx.clone()));
+                    self.started = Some((deadline_tx, join_handle));
+                }
+            }
+        }
     }
 
     async fn run(
@@ -88,7 +100,7 @@ mod tests {
     fn deadline_notifier_uses_latest_deadline_and_rearms() {
         C::run(async {
             let (tx, mut rx) = C::mpsc(4);
-            let notifier = PendingReadDeadlineNotifier::<C>::spawn(tx);
+            let mut notifier = PendingReadDeadlineNotifier::<C>::new(tx); // ramqp: lazy, `&mut`
 
             let late = C::now() + Duration::from_secs(1);
             notifier.set_deadline(Some(late));

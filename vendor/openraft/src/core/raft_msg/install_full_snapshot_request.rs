@@ -20,7 +20,9 @@ where
     SM: RaftStateMachine<C>,
 {
     pub(crate) vote: VoteOf<C>,
-    pub(crate) snapshot: SmSnapshotOf<C, SM>,
+    // ramqp: boxed, so that the core loop's `select` output (a copy held across awaits) is not
+    // sized by this rare request's inline snapshot.
+    pub(crate) snapshot: Box<SmSnapshotOf<C, SM>>,
     pub(crate) tx: OneshotSenderOf<C, SnapshotResponse<C>>,
 }
 

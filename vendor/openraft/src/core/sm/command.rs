@@ -33,7 +33,9 @@ where
         /// Installing a snapshot is considered as an IO of AppendEntries `[0,
         /// snapshot.last_log_id]`
         log_io_id: LogIOId<C>,
-        snapshot: SmSnapshotOf<C, SM>,
+        // ramqp: boxed. Inline, this rare variant (240 bytes) set the size of every
+        // `Command` (288 bytes), and so of every copy a core future holds across an await.
+        snapshot: Box<SmSnapshotOf<C, SM>>,
     },
 
     /// Apply the log entries to the state machine.
@@ -80,7 +82,10 @@ where
     }
 
     pub(crate) fn install_full_snapshot(snapshot: SmSnapshotOf<C, SM>, log_io_id: LogIOId<C>) -> Self {
-        Command::InstallFullSnapshot { log_io_id, snapshot }
+        Command::InstallFullSnapshot {
+            log_io_id,
+            snapshot: Box::new(snapshot), // ramqp
+        }
     }
 
     /// Applies log ids within the inclusive range `[first, last]`.

@@ -109,7 +109,7 @@ where C: RaftTypeConfig
             .call_core(
                 RaftMsg::ChangeMembership {
                     changes: changes.clone(),
-                    payloads,
+                    payloads: Box::new(payloads), // ramqp
                     retain,
                     preconditions: Batch::of(preconditions.as_ref().iter().cloned()),
                     tx,
@@ -176,7 +176,7 @@ where C: RaftTypeConfig
             .call_core(
                 RaftMsg::ChangeMembership {
                     changes,
-                    payloads: MembershipPayloads::Uniform(uniform_payload),
+                    payloads: Box::new(MembershipPayloads::Uniform(uniform_payload)), // ramqp
                     retain,
                     preconditions,
                     tx,
@@ -238,7 +238,7 @@ where C: RaftTypeConfig
 
         let msg = RaftMsg::ChangeMembership {
             changes: ChangeMembers::AddNodes(btreemap! {id.clone()=>node}),
-            payloads: MembershipPayloads::Uniform(C::Payload::blank()),
+            payloads: Box::new(MembershipPayloads::Uniform(C::Payload::blank())), // ramqp
             retain: true,
             preconditions: Batch::of([]),
             tx,

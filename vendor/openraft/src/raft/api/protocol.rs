@@ -177,7 +177,11 @@ where
         tracing::info!("Raft::install_full_snapshot()");
 
         let (tx, rx) = C::oneshot();
-        let req = InstallFullSnapshotRequest { vote, snapshot, tx };
+        let req = InstallFullSnapshotRequest {
+            vote,
+            snapshot: Box::new(snapshot), // ramqp
+            tx,
+        };
 
         let send_res = self.install_snapshot_tx.send(req).await;
         if send_res.is_err() {
