@@ -1,16 +1,18 @@
 //! The async runtime every quorum group's openraft runs on: tokio, as
 //! openraft's own `TokioRuntime`, except that its channels box their
-//! messages (`boxed_mpsc.rs`: ~31 KiB less heap per idle group).
+//! messages (`boxed_mpsc.rs`: ~31 KiB less heap per idle group) and its
+//! selects hold each future once (`lean_select.rs`).
 //!
 //! Must not know: anything of Raft or queues; it only forwards to tokio.
 
 use std::future::Future;
 use std::time::Duration;
 
-use openraft::rt::{AsyncRuntime, OptionalSend};
+use openraft::rt::{AsyncRuntime, OptionalSend, Select2, Select3, Select4};
 use openraft_rt_tokio::{TokioInstant, TokioMutex, TokioOneshot, TokioRuntime, TokioWatch};
 
 use super::boxed_mpsc::BoxedMpsc;
+use super::lean_select::{LeanSelect2, LeanSelect3, LeanSelect4};
 
 /// tokio with boxed channels (see the module header).
 #[derive(Debug)]
@@ -54,6 +56,45 @@ impl AsyncRuntime for BoxedRuntime {
         future: F,
     ) -> Self::Timeout<R, F> {
         TokioRuntime::timeout_at(deadline, future)
+    }
+
+    fn select2<A, B>(
+        a: A,
+        b: B,
+    ) -> impl Future<Output = Select2<A::Output, B::Output>> + OptionalSend
+    where
+        A: Future + OptionalSend,
+        B: Future + OptionalSend,
+    {
+        LeanSelect2 { a, b }
+    }
+
+    fn select3<A, B, C>(
+        a: A,
+        b: B,
+        c: C,
+    ) -> impl Future<Output = Select3<A::Output, B::Output, C::Output>> + OptionalSend
+    where
+        A: Future + OptionalSend,
+        B: Future + OptionalSend,
+        C: Future + OptionalSend,
+    {
+        LeanSelect3 { a, b, c }
+    }
+
+    fn select4<A, B, C, D>(
+        a: A,
+        b: B,
+        c: C,
+        d: D,
+    ) -> impl Future<Output = Select4<A::Output, B::Output, C::Output, D::Output>> + OptionalSend
+    where
+        A: Future + OptionalSend,
+        B: Future + OptionalSend,
+        C: Future + OptionalSend,
+        D: Future + OptionalSend,
+    {
+        LeanSelect4 { a, b, c, d }
     }
 
     fn is_panic(join_error: &Self::JoinError) -> bool {

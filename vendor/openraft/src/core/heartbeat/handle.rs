@@ -114,7 +114,7 @@ where C: RaftTypeConfig
 
                 let (tx_shutdown, rx_shutdown) = C::oneshot();
 
-                let worker_handle = C::spawn(worker.run(rx_shutdown).instrument(span));
+                let worker_handle = C::spawn(Box::new(worker).run(rx_shutdown).instrument(span)); // ramqp: boxed
 
                 WorkerHandle {
                     event_tx: tx,

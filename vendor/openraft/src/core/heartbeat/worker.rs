@@ -74,12 +74,13 @@ where
     C: RaftTypeConfig,
     N: NetStreamAppend<C>,
 {
-    pub(crate) async fn run(self, rx_shutdown: OneshotReceiverOf<C, ()>) {
+    // ramqp: `self` boxed here and in `do_run`: by value, each future kept two copies of it.
+    pub(crate) async fn run(self: Box<Self>, rx_shutdown: OneshotReceiverOf<C, ()>) {
         let res = self.do_run(rx_shutdown).await;
         tracing::info!("HeartbeatWorker finished with result: {:?}", res);
     }
 
-    pub(crate) async fn do_run(mut self, mut rx_shutdown: OneshotReceiverOf<C, ()>) -> Result<(), Stopped> {
+    pub(crate) async fn do_run(mut self: Box<Self>, mut rx_shutdown: OneshotReceiverOf<C, ()>) -> Result<(), Stopped> {
         loop {
             tracing::debug!("{} is waiting for a new heartbeat event.", self);
 
@@ -311,7 +312,7 @@ mod tests {
                     config: Arc::new(Config::default()),
                     tx_notification,
                 };
-                C::spawn(worker.do_run(rx_shutdown));
+                C::spawn(Box::new(worker).do_run(rx_shutdown)); // ramqp: boxed
 
                 tx_event
             };
