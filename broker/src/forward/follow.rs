@@ -429,7 +429,7 @@ pub(super) async fn follow(queue: Weak<RoutedQueue>) {
                 let leader_moved = async {
                     match metrics {
                         Some(mut m) => {
-                            m.borrow_and_update();
+                            drop(m.borrow_and_update());
                             // A stopped group's metrics end at once and
                             // for good: then only the probe interval or a
                             // kick wakes this loop (it spun at 100% of a

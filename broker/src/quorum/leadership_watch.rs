@@ -224,7 +224,7 @@ pub(super) async fn watch_leadership(
         super::follower_tick::tick_if_candidate(&raft, state);
         let wait = Wait::of(leading.is_some(), state);
         if wait != Wait::EveryTurn {
-            server.borrow_and_update();
+            drop(server.borrow_and_update());
         }
         // The same task serves the state machine's snapshot requests: it
         // holds the Raft handle and ends with the group. The wait lives

@@ -1,7 +1,8 @@
 //! The async runtime every quorum group's openraft runs on: tokio, as
 //! openraft's own `TokioRuntime`, except that its channels box their
-//! messages (`boxed_mpsc.rs`: ~31 KiB less heap per idle group) and its
-//! selects hold each future once (`lean_select.rs`).
+//! messages (`boxed_mpsc.rs`: ~31 KiB less heap per idle group), its
+//! selects hold each future once (`lean_select.rs`) and its watch channels
+//! one `Notify` each (`lean_watch.rs`).
 //!
 //! Must not know: anything of Raft or queues; it only forwards to tokio.
 
@@ -9,10 +10,11 @@ use std::future::Future;
 use std::time::Duration;
 
 use openraft::rt::{AsyncRuntime, OptionalSend, Select2, Select3, Select4};
-use openraft_rt_tokio::{TokioInstant, TokioMutex, TokioOneshot, TokioRuntime, TokioWatch};
+use openraft_rt_tokio::{TokioInstant, TokioMutex, TokioOneshot, TokioRuntime};
 
 use super::boxed_mpsc::BoxedMpsc;
 use super::lean_select::{LeanSelect2, LeanSelect3, LeanSelect4};
+use super::lean_watch::LeanWatch;
 
 /// tokio with boxed channels (see the module header).
 #[derive(Debug)]
@@ -106,7 +108,7 @@ impl AsyncRuntime for BoxedRuntime {
     }
 
     type Mpsc = BoxedMpsc;
-    type Watch = TokioWatch;
+    type Watch = LeanWatch;
     type Oneshot = TokioOneshot;
     type Mutex<T: OptionalSend + 'static> = TokioMutex<T>;
 

@@ -2,9 +2,10 @@
 //! groups (`crate::quorum`) and the cluster-metadata group (`crate::meta`).
 //!
 //! - `group.rs`: group ids (derived from a queue's name; id 0 reserved);
-//! - `boxed_runtime.rs`, `boxed_mpsc.rs`, `lean_select.rs`: the runtime the
-//!   quorum groups run on, tokio with openraft's channels boxed and its
-//!   selects holding each future once (less heap per group);
+//! - `boxed_runtime.rs`, `boxed_mpsc.rs`, `lean_select.rs`, `lean_watch.rs`:
+//!   the runtime the quorum groups run on, tokio with openraft's channels
+//!   boxed, its selects holding each future once and its watch channels
+//!   one `Notify` each (less heap per group);
 //! - `network.rs`: openraft's network traits over a [`crate::net::NodeTransport`];
 //! - `append_stream.rs`: the leader's pipelined AppendEntries to a follower;
 //! - `append_feed.rs`: the follower's side, one ordered feed per group;
@@ -34,6 +35,7 @@ pub(crate) mod fuzz_checks;
 mod group;
 pub(crate) mod leadership;
 mod lean_select;
+mod lean_watch;
 pub(crate) mod network;
 mod purge_gate;
 mod rpc_kind;
