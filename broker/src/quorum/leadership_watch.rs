@@ -241,8 +241,8 @@ pub(super) async fn watch_leadership(
                     break;
                 }
                 () = shared.snapshot_wanted.wait() => {
-                    // Boxed: rare, and inline its ~570-byte future sized this
-                    // task, which every replica keeps, by half.
+                    // Boxed: rare, and inline its ~570-byte future made this
+                    // task, which every replica keeps, nearly twice as large.
                     if let Err(e) = Box::pin(raft.trigger().snapshot()).await {
                         tracing::debug!(queue, error = %e, "quorum queue: snapshot request refused");
                     }
