@@ -3,8 +3,9 @@
 
 `cargo test` runs one test binary after another. Most of ours start
 brokers, clusters or processes and then wait on them, so one binary at a
-time leaves a 2-core machine half idle for the 8-9 minutes the binaries
-take: this runner builds them with `cargo test --no-run`, then runs up to
+time leaves a 2-core machine half idle while they run (two at a time
+they take about 200 s on 2 cores, `.ci/run` of 2026-12-06): this runner
+builds them with `cargo test --no-run`, then runs up to
 `--jobs` binaries at once, each in its package's directory with
 CARGO_MANIFEST_DIR set (as cargo runs them; no test reads any other
 cargo variable at run time), and prints each binary's output whole when
