@@ -206,6 +206,40 @@ mod tests {
         assert!(lean <= 96, "{lean} bytes");
     }
 
+    /// No wake-up is lost under contention: receivers on other threads
+    /// waiting while the sender races through changes each end having
+    /// seen the last value, then the close (a lost wake-up hangs one, and
+    /// the time-out fails the test).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn racing_receivers_all_see_the_last_value() {
+        const LAST: u32 = 20_000;
+        let (tx, rx) = LeanWatch::channel(0u32);
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let mut rx = rx.clone();
+                tokio::spawn(async move {
+                    let mut last = *rx.borrow_and_update();
+                    while rx.changed().await.is_ok() {
+                        last = *rx.borrow_and_update();
+                    }
+                    last
+                })
+            })
+            .collect();
+        drop(rx);
+        for v in 1..=LAST {
+            assert!(tx.send(v).is_ok());
+            if v % 64 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(tx);
+        for waiter in waiters {
+            let seen = tokio::time::timeout(std::time::Duration::from_secs(20), waiter).await;
+            assert_eq!(seen.ok().and_then(|r| r.ok()), Some(LAST));
+        }
+    }
+
     #[tokio::test]
     async fn a_waiting_receiver_sees_a_change_then_the_close() {
         let (tx, mut rx) = LeanWatch::channel(1u32);
