@@ -119,7 +119,7 @@ openraft::declare_raft_types!(
         R = Applied,
         NodeId = NodeId,
         Node = openraft::BasicNode,
-        AsyncRuntime = crate::raft::BoxedRuntime,
+        AsyncRuntime = crate::raft::LeanRuntime,
 );
 
 /// openraft 0.10 logs an entry's data with `Display`: the kind and size,

@@ -1,4 +1,4 @@
-//! The selects the boxed runtime (`boxed_runtime.rs`) gives openraft: the
+//! The selects our runtime (`lean_runtime.rs`) gives openraft: the
 //! first ready of two, three or four futures, in argument order, each a
 //! plain struct that holds its futures once.
 //!

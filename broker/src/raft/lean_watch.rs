@@ -5,7 +5,7 @@
 //! ~330 bytes of shared state apart from the value was ~4 KiB of every
 //! idle group; this one is ~80. Few tasks ever wait on one of them, which
 //! is where eight `Notify`s would pay. Used by every group through
-//! [`super::BoxedRuntime`].
+//! [`super::LeanRuntime`].
 //!
 //! The rules are tokio's (openraft-rt's conformance suite checks them): a
 //! receiver starts having seen the current value; `changed` returns once

@@ -2,10 +2,10 @@
 //! groups (`crate::quorum`) and the cluster-metadata group (`crate::meta`).
 //!
 //! - `group.rs`: group ids (derived from a queue's name; id 0 reserved);
-//! - `boxed_runtime.rs`, `boxed_mpsc.rs`, `lean_select.rs`, `lean_watch.rs`:
+//! - `lean_runtime.rs`, `lean_mpsc.rs`, `lean_select.rs`, `lean_watch.rs`:
 //!   the runtime the quorum groups run on, tokio with openraft's channels
-//!   boxed, its selects holding each future once and its watch channels
-//!   one `Notify` each (less heap per group);
+//!   a queue under a mutex, its selects holding each future once and its
+//!   watch channels one `Notify` each (less heap per group);
 //! - `network.rs`: openraft's network traits over a [`crate::net::NodeTransport`];
 //! - `append_stream.rs`: the leader's pipelined AppendEntries to a follower;
 //! - `append_feed.rs`: the follower's side, one ordered feed per group;
@@ -28,12 +28,12 @@
 
 pub mod append_feed;
 pub mod append_stream;
-mod boxed_mpsc;
-mod boxed_runtime;
 mod fault;
 pub(crate) mod fuzz_checks;
 mod group;
 pub(crate) mod leadership;
+mod lean_mpsc;
+mod lean_runtime;
 mod lean_select;
 mod lean_watch;
 pub(crate) mod network;
@@ -43,10 +43,10 @@ pub(crate) mod snapshot_stream;
 mod status;
 mod store;
 
-pub use boxed_runtime::BoxedRuntime;
 pub(crate) use fault::{core_fault, FirstFault};
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub(crate) use leadership::{MetricsWatch, ServerMetricsWatch};
+pub use lean_runtime::LeanRuntime;
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
 pub(crate) use snapshot_stream::{SnapshotChunk, SnapshotReceiver, SnapshotSink};

@@ -1,8 +1,8 @@
 //! The async runtime every quorum group's openraft runs on: tokio, as
-//! openraft's own `TokioRuntime`, except that its channels box their
-//! messages (`boxed_mpsc.rs`: ~31 KiB less heap per idle group), its
-//! selects hold each future once (`lean_select.rs`) and its watch channels
-//! one `Notify` each (`lean_watch.rs`).
+//! openraft's own `TokioRuntime`, except for what each group holds of it
+//! for its whole life: its bounded channels are a queue under a mutex
+//! (`lean_mpsc.rs`), its selects hold each future once (`lean_select.rs`)
+//! and its watch channels one `Notify` each (`lean_watch.rs`).
 //!
 //! Must not know: anything of Raft or queues; it only forwards to tokio.
 
@@ -12,15 +12,15 @@ use std::time::Duration;
 use openraft::rt::{AsyncRuntime, OptionalSend, Select2, Select3, Select4};
 use openraft_rt_tokio::{TokioInstant, TokioMutex, TokioOneshot, TokioRuntime};
 
-use super::boxed_mpsc::BoxedMpsc;
+use super::lean_mpsc::LeanMpsc;
 use super::lean_select::{LeanSelect2, LeanSelect3, LeanSelect4};
 use super::lean_watch::LeanWatch;
 
-/// tokio with boxed channels (see the module header).
+/// tokio with leaner channels and selects (see the module header).
 #[derive(Debug)]
-pub struct BoxedRuntime(TokioRuntime);
+pub struct LeanRuntime(TokioRuntime);
 
-impl AsyncRuntime for BoxedRuntime {
+impl AsyncRuntime for LeanRuntime {
     type JoinError = <TokioRuntime as AsyncRuntime>::JoinError;
     type JoinHandle<T: OptionalSend + 'static> = <TokioRuntime as AsyncRuntime>::JoinHandle<T>;
     type Sleep = <TokioRuntime as AsyncRuntime>::Sleep;
@@ -107,13 +107,13 @@ impl AsyncRuntime for BoxedRuntime {
         TokioRuntime::thread_rng()
     }
 
-    type Mpsc = BoxedMpsc;
+    type Mpsc = LeanMpsc;
     type Watch = LeanWatch;
     type Oneshot = TokioOneshot;
     type Mutex<T: OptionalSend + 'static> = TokioMutex<T>;
 
     fn new(threads: usize) -> Self {
-        BoxedRuntime(TokioRuntime::new(threads))
+        LeanRuntime(TokioRuntime::new(threads))
     }
 
     fn block_on<F, T>(&mut self, future: F) -> T
@@ -133,6 +133,6 @@ mod tests {
     /// back-pressure rules.
     #[test]
     fn passes_openraft_runtime_suite() {
-        openraft::rt::testing::Suite::<BoxedRuntime>::test_all();
+        openraft::rt::testing::Suite::<LeanRuntime>::test_all();
     }
 }

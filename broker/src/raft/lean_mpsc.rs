@@ -1,0 +1,217 @@
+//! openraft's bounded channels for the quorum groups: a queue under a
+//! mutex, a semaphore of free slots and one `Notify` for the receiver.
+//! openraft makes four per group (API, snapshot installs, notifications,
+//! state-machine commands). tokio's channel shares ~512 bytes of
+//! cache-padded state and reserves a first block of 32 slots when it is
+//! made (~780 bytes a channel even with boxed messages, ~3 KiB of every
+//! idle group); this one is ~150 bytes, and its queue holds nothing while
+//! it is empty, so a message needs no box of its own either. Used by every
+//! group through [`super::LeanRuntime`].
+//!
+//! The rules are tokio's (openraft-rt's conformance suite checks them):
+//! `send` waits for a free slot and fails, handing the message back, once
+//! the receiver is gone; `recv` drains what was sent and then returns
+//! `None` once every strong sender is gone; weak senders do not keep the
+//! channel open and upgrade only while a strong one lives.
+//!
+//! Must not know: what the messages are; it only carries them.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::mem::size_of;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::rt::{
+    Mpsc, MpscReceiver, MpscSender, MpscWeakSender, OptionalSend, SendError, TryRecvError,
+};
+use tokio::sync::{Notify, Semaphore};
+
+/// A drained queue keeps its buffer only up to this size: above it the
+/// buffer goes back to the allocator, so a burst does not stay resident in
+/// an idle group (four 288-byte slots would already be over a KiB).
+const KEEP_BYTES: usize = 256;
+
+/// The channel family.
+pub struct LeanMpsc;
+
+struct Shared<T> {
+    queue: Mutex<Queue<T>>,
+    /// Free slots. Closed when the receiver goes, which fails the senders
+    /// waiting for one.
+    slots: Semaphore,
+    /// Strong senders alive; the channel closes when it reaches zero.
+    senders: AtomicUsize,
+    /// Wakes the receiver: a message came, or the last sender went.
+    ready: Notify,
+}
+
+struct Queue<T> {
+    items: VecDeque<T>,
+    receiver_gone: bool,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, Queue<T>> {
+        // Nothing panics between a lock and its unlock but an allocation
+        // failure; the queue is whole either way.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A sending half (cloned per producer).
+pub struct LeanSender<T>(Arc<Shared<T>>);
+
+/// The receiving half.
+pub struct LeanReceiver<T>(Arc<Shared<T>>);
+
+/// A sending half that does not keep the channel open.
+pub struct LeanWeakSender<T>(Arc<Shared<T>>);
+
+impl<T> Clone for LeanSender<T> {
+    fn clone(&self) -> Self {
+        self.0.senders.fetch_add(1, Ordering::Relaxed);
+        LeanSender(self.0.clone())
+    }
+}
+
+impl<T> Drop for LeanSender<T> {
+    fn drop(&mut self) {
+        if self.0.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // A receiver between its empty look and its wait finds this
+            // permit stored in `ready`.
+            self.0.ready.notify_one();
+        }
+    }
+}
+
+impl<T> Clone for LeanWeakSender<T> {
+    fn clone(&self) -> Self {
+        LeanWeakSender(self.0.clone())
+    }
+}
+
+impl<T> Drop for LeanReceiver<T> {
+    fn drop(&mut self) {
+        let unread = {
+            let mut queue = self.0.lock();
+            queue.receiver_gone = true;
+            std::mem::take(&mut queue.items)
+        };
+        self.0.slots.close();
+        // Dropped outside the lock: a message's drop may do anything.
+        drop(unread);
+    }
+}
+
+impl Mpsc for LeanMpsc {
+    type Sender<T: OptionalSend> = LeanSender<T>;
+    type Receiver<T: OptionalSend> = LeanReceiver<T>;
+    type WeakSender<T: OptionalSend> = LeanWeakSender<T>;
+
+    fn channel<T: OptionalSend>(buffer: usize) -> (Self::Sender<T>, Self::Receiver<T>) {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                items: VecDeque::new(),
+                receiver_gone: false,
+            }),
+            // tokio refuses a zero-slot channel; one slot is the nearest
+            // that can carry anything.
+            slots: Semaphore::new(buffer.max(1)),
+            senders: AtomicUsize::new(1),
+            ready: Notify::new(),
+        });
+        (LeanSender(shared.clone()), LeanReceiver(shared))
+    }
+}
+
+impl<T: OptionalSend> MpscSender<LeanMpsc, T> for LeanSender<T> {
+    fn send(&self, msg: T) -> impl Future<Output = Result<(), SendError<T>>> + OptionalSend {
+        async move {
+            match self.0.slots.acquire().await {
+                // The slot comes back when the receiver takes the message.
+                Ok(slot) => slot.forget(),
+                Err(_closed) => return Err(SendError(msg)),
+            }
+            {
+                let mut queue = self.0.lock();
+                if queue.receiver_gone {
+                    return Err(SendError(msg));
+                }
+                queue.items.push_back(msg);
+            }
+            self.0.ready.notify_one();
+            Ok(())
+        }
+    }
+
+    fn downgrade(&self) -> LeanWeakSender<T> {
+        LeanWeakSender(self.0.clone())
+    }
+}
+
+impl<T> LeanReceiver<T> {
+    /// The next message, `Err(Disconnected)` if none will come, or
+    /// `Err(Empty)`.
+    fn take(&mut self) -> Result<T, TryRecvError> {
+        let mut queue = self.0.lock();
+        match queue.items.pop_front() {
+            Some(msg) => {
+                if queue.items.is_empty() && queue.items.capacity() * size_of::<T>() > KEEP_BYTES {
+                    queue.items = VecDeque::new();
+                }
+                drop(queue);
+                self.0.slots.add_permits(1);
+                Ok(msg)
+            }
+            // Under the lock: a sender pushes under it before it can drop,
+            // and none can be made from nothing, so an empty queue with no
+            // sender stays empty.
+            None if self.0.senders.load(Ordering::Acquire) == 0 => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+}
+
+impl<T: OptionalSend> MpscReceiver<T> for LeanReceiver<T> {
+    fn recv(&mut self) -> impl Future<Output = Option<T>> + OptionalSend {
+        async move {
+            loop {
+                match self.take() {
+                    Ok(msg) => return Some(msg),
+                    Err(TryRecvError::Disconnected) => return None,
+                    // A send or the last sender's drop between `take` and
+                    // here stored a permit in `ready`: no wake-up is lost.
+                    Err(TryRecvError::Empty) => self.0.ready.notified().await,
+                }
+            }
+        }
+    }
+
+    fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        self.take()
+    }
+}
+
+impl<T: OptionalSend> MpscWeakSender<LeanMpsc, T> for LeanWeakSender<T> {
+    fn upgrade(&self) -> Option<LeanSender<T>> {
+        // Only while a strong sender lives: a closed channel stays closed.
+        let mut alive = self.0.senders.load(Ordering::Acquire);
+        while alive > 0 {
+            match self.0.senders.compare_exchange_weak(
+                alive,
+                alive + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(LeanSender(self.0.clone())),
+                Err(now) => alive = now,
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+#[path = "lean_mpsc_tests.rs"]
+mod tests;
