@@ -124,7 +124,7 @@ impl SegmentStore {
 
         let new_segments = outputs.iter().map(|o| o.segment.seq()).collect();
         for output in outputs {
-            self.segments.insert(output.segment.seq(), output);
+            self.segments.insert(output.segment.seq(), Box::new(output));
         }
         for seq in &candidates {
             if let Some(entry) = self.segments.remove(seq) {
@@ -160,7 +160,7 @@ impl SegmentStore {
 /// Copies the live records of `candidates` into new temp segments pushed
 /// onto `outputs` (sealed, written, not yet synced).
 fn copy_live(
-    segments: &BTreeMap<u32, Entry>,
+    segments: &BTreeMap<u32, Box<Entry>>,
     candidates: &[u32],
     dir: &Path,
     options: &StoreOptions,
