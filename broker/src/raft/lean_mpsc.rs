@@ -3,10 +3,12 @@
 //! openraft makes four per group (API, snapshot installs, notifications,
 //! state-machine commands). tokio's channel shares ~512 bytes of
 //! cache-padded state and reserves a first block of 32 slots when it is
-//! made (~780 bytes a channel even with boxed messages, ~3 KiB of every
-//! idle group); this one is ~150 bytes, and its queue holds nothing while
-//! it is empty, so a message needs no box of its own either. Used by every
-//! group through [`super::LeanRuntime`].
+//! made (~780 bytes a channel with boxed messages, ~3 KiB of every idle
+//! group); this one is ~150 bytes, and its queue holds no buffer while it
+//! is empty. Messages stay boxed (160-288 bytes each), so a task awaiting
+//! a `send` holds a pointer, not the message: every resident task's future
+//! is as large as its largest await, and most of openraft's tasks send.
+//! Used by every group through [`super::LeanRuntime`].
 //!
 //! The rules are tokio's (openraft-rt's conformance suite checks them):
 //! `send` waits for a free slot and fails, handing the message back, once
@@ -27,9 +29,9 @@ use openraft::rt::{
 };
 use tokio::sync::{Notify, Semaphore};
 
-/// A drained queue keeps its buffer only up to this size: above it the
-/// buffer goes back to the allocator, so a burst does not stay resident in
-/// an idle group (four 288-byte slots would already be over a KiB).
+/// A drained queue keeps its buffer only up to this size (32 slots): above
+/// it the buffer goes back to the allocator, so a burst does not stay
+/// resident in an idle group.
 const KEEP_BYTES: usize = 256;
 
 /// The channel family.
@@ -47,7 +49,7 @@ struct Shared<T> {
 }
 
 struct Queue<T> {
-    items: VecDeque<T>,
+    items: VecDeque<Box<T>>,
     receiver_gone: bool,
 }
 
@@ -127,16 +129,18 @@ impl Mpsc for LeanMpsc {
 
 impl<T: OptionalSend> MpscSender<LeanMpsc, T> for LeanSender<T> {
     fn send(&self, msg: T) -> impl Future<Output = Result<(), SendError<T>>> + OptionalSend {
+        // Boxed before the future is made: its state holds the box.
+        let msg = Box::new(msg);
         async move {
             match self.0.slots.acquire().await {
                 // The slot comes back when the receiver takes the message.
                 Ok(slot) => slot.forget(),
-                Err(_closed) => return Err(SendError(msg)),
+                Err(_closed) => return Err(SendError(*msg)),
             }
             {
                 let mut queue = self.0.lock();
                 if queue.receiver_gone {
-                    return Err(SendError(msg));
+                    return Err(SendError(*msg));
                 }
                 queue.items.push_back(msg);
             }
@@ -157,12 +161,14 @@ impl<T> LeanReceiver<T> {
         let mut queue = self.0.lock();
         match queue.items.pop_front() {
             Some(msg) => {
-                if queue.items.is_empty() && queue.items.capacity() * size_of::<T>() > KEEP_BYTES {
+                if queue.items.is_empty()
+                    && queue.items.capacity() * size_of::<Box<T>>() > KEEP_BYTES
+                {
                     queue.items = VecDeque::new();
                 }
                 drop(queue);
                 self.0.slots.add_permits(1);
-                Ok(msg)
+                Ok(*msg)
             }
             // Under the lock: a sender pushes under it before it can drop,
             // and none can be made from nothing, so an empty queue with no
