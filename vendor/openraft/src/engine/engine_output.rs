@@ -108,7 +108,14 @@ where
 
     /// Pop the first command to run from the queue.
     pub(crate) fn pop_command(&mut self) -> Option<Command<C, SM>> {
-        self.commands.pop_front()
+        let cmd = self.commands.pop_front();
+        // ramqp: drained, the queue gives its buffer back (a few 136-byte
+        // commands, ~1 KiB), so an idle group does not keep what its
+        // busiest moment needed.
+        if cmd.is_none() && self.commands.capacity() > 0 {
+            self.commands = VecDeque::new();
+        }
+        cmd
     }
 
     /// Iterate all queued commands.
