@@ -56,6 +56,7 @@ mod state_machine;
 mod stop_snapshot;
 mod submit;
 mod sweep_list;
+mod task_queue;
 mod transaction;
 mod types;
 mod visits;

@@ -9,8 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 use super::dead_letter_outbox::send_dead_letters;
 use super::hold::ProposalHold;
 use super::leader_contact::LeaderContact;
@@ -19,6 +17,7 @@ use super::proposer::Proposal;
 use super::publish_gate::PublishGate;
 use super::settle_batcher::SettleMsg;
 use super::state_machine::Shared;
+use super::task_queue::TaskSender;
 use super::types::{QueueRaftHandle, SettleKind};
 use crate::net::NodeId;
 use crate::queue::dead_letter::DeathReason;
@@ -39,10 +38,10 @@ pub struct QuorumQueue {
     pub(super) gate: Arc<PublishGate>,
     /// Settlements to the batcher task, both made by the first settlement
     /// (`settle_batcher.rs`, [`QuorumQueue::settles`]).
-    pub(super) settle_tx: OnceLock<mpsc::UnboundedSender<SettleMsg>>,
+    pub(super) settle_tx: OnceLock<TaskSender<SettleMsg>>,
     /// Publishes in order to the proposer task, bounded by `gate`; both
     /// made by the first publish (`proposer.rs`, [`QuorumQueue::proposals`]).
-    pub(super) proposal_tx: OnceLock<mpsc::UnboundedSender<Proposal>>,
+    pub(super) proposal_tx: OnceLock<TaskSender<Proposal>>,
     /// While held, neither publishes nor settlements are proposed (they
     /// wait): a leadership hand-off needs the log to stop growing so the
     /// target can match it and win the vote (see `handoff.rs`).
@@ -456,7 +455,7 @@ impl Queue for QuorumQueue {
             confirm,
             expires_at,
         };
-        if let Err(mpsc::error::SendError(proposal)) = self.proposals().send(proposal) {
+        if let Err(proposal) = self.proposals().send(proposal) {
             // The proposer ended (the group is shutting down).
             self.gate.done();
             if let Some(confirm) = proposal.confirm {

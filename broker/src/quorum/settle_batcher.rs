@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::async_runtime::watch::WatchReceiver;
-use tokio::sync::mpsc;
 
 use super::hold::ProposalHold;
 use super::queue::QuorumQueue;
 use super::state_machine::Shared;
+use super::task_queue::{self, TaskReceiver, TaskSender};
 use super::types::{Command, QueueRaftHandle, SettleKind};
 use crate::queue::dead_letter::DeathReason;
 use crate::queue::{ConsumerId, MessageId, Outcome};
@@ -47,7 +47,7 @@ const ASK_LIMIT: Duration = Duration::from_secs(1);
 /// Propose settlements in batches: one log entry per batch and kind.
 async fn replicate_settlements(
     raft: QueueRaftHandle,
-    mut rx: mpsc::UnboundedReceiver<SettleMsg>,
+    mut rx: TaskReceiver<SettleMsg>,
     hold: Arc<ProposalHold>,
     shared: Arc<Shared>,
 ) {
@@ -75,7 +75,7 @@ async fn replicate_settlements(
             if remove.len() + failed.len() + dead.len() >= SETTLE_BATCH_MAX {
                 break;
             }
-            next = rx.try_recv().ok();
+            next = rx.try_recv();
         }
         let mut commands: Vec<Command> =
             [(remove, SettleKind::Remove), (failed, SettleKind::Failed)]
@@ -204,9 +204,9 @@ impl QuorumQueue {
     /// of this replica: a channel's first block and a task per replica of
     /// every group are not spent before anything was settled (followers
     /// never settle). The task ends when the queue is dropped.
-    pub(super) fn settles(&self) -> &mpsc::UnboundedSender<SettleMsg> {
+    pub(super) fn settles(&self) -> &TaskSender<SettleMsg> {
         self.settle_tx.get_or_init(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
+            let (tx, rx) = task_queue::channel();
             tokio::spawn(replicate_settlements(
                 self.raft.clone(),
                 rx,
