@@ -136,14 +136,14 @@ where
 
         let membership = self.state.membership_state.effective().membership();
 
-        self.candidate = Some(Candidate::new(
+        self.candidate = Some(Box::new(Candidate::new(
             now,
             vote,
             last_log_id,
             Arc::new((*membership).clone()),
             membership.learner_ids(),
             self.state.progress_id_gen.clone(),
-        ));
+        ))); // ramqp: boxed
 
         self.candidate.as_mut().unwrap()
     }
@@ -159,14 +159,14 @@ where
 
         let membership = self.state.membership_state.effective().membership();
 
-        self.pre_candidate = Some(Candidate::new(
+        self.pre_candidate = Some(Box::new(Candidate::new(
             now,
             vote,
             last_log_id,
             Arc::new((*membership).clone()),
             membership.learner_ids(),
             self.state.progress_id_gen.clone(),
-        ));
+        ))); // ramqp: boxed
 
         self.pre_candidate.as_mut().unwrap()
     }
@@ -368,20 +368,20 @@ where
     }
 
     pub(crate) fn candidate_ref(&self) -> Option<&Candidate<C, LeaderQuorumSet<C>>> {
-        self.candidate.as_ref()
+        self.candidate.as_deref() // ramqp: boxed
     }
 
     pub(crate) fn candidate_mut(&mut self) -> Option<&mut Candidate<C, LeaderQuorumSet<C>>> {
-        self.candidate.as_mut()
+        self.candidate.as_deref_mut() // ramqp: boxed
     }
 
     pub(crate) fn pre_candidate_ref(&self) -> Option<&Candidate<C, LeaderQuorumSet<C>>> {
-        self.pre_candidate.as_ref()
+        self.pre_candidate.as_deref() // ramqp: boxed
     }
 
     #[cfg(test)]
     pub(crate) fn pre_candidate_mut(&mut self) -> Option<&mut Candidate<C, LeaderQuorumSet<C>>> {
-        self.pre_candidate.as_mut()
+        self.pre_candidate.as_deref_mut() // ramqp: boxed
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -923,7 +923,7 @@ where
     fn establish_leader(&mut self) {
         tracing::info!("{}", func_name!());
 
-        let candidate = self.candidate.take().unwrap();
+        let candidate = *self.candidate.take().unwrap(); // ramqp: boxed
         let leader = self.establish_handler().establish(candidate);
 
         // There may already be a Leader with higher vote

@@ -10,4 +10,6 @@ use crate::type_config::alias::NodeOf;
 pub(crate) type LeaderQuorumSet<C> = Arc<Membership<NodeIdOf<C>, NodeOf<C>>>;
 
 pub(crate) type LeaderState<C> = Option<Box<Leader<C, LeaderQuorumSet<C>>>>;
-pub(crate) type CandidateState<C> = Option<Candidate<C, LeaderQuorumSet<C>>>;
+// ramqp: boxed; two of these (a candidate and a pre-candidate) were 384 bytes
+// of every group's engine, for the few moments it campaigns.
+pub(crate) type CandidateState<C> = Option<Box<Candidate<C, LeaderQuorumSet<C>>>>;
