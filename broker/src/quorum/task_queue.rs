@@ -1,6 +1,6 @@
 //! The unbounded queue from a quorum queue to one of its tasks (the
-//! proposer, the settlement batcher): a `VecDeque` under a mutex and one
-//! `Notify`. tokio's unbounded channel shares ~512 bytes of cache-padded
+//! proposer, the settlement batcher): a `VecDeque` under a mutex and the
+//! task's waker. tokio's unbounded channel shares ~512 bytes of cache-padded
 //! state and keeps a block of 32 slots (2 KiB of 64-byte proposals) for as
 //! long as it lives, and every queue led with a publisher or a consumer
 //! holds one of each kind; this one is ~100 bytes, and a drained queue
@@ -18,7 +18,9 @@ use std::collections::VecDeque;
 use std::mem::size_of;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::Notify;
+use std::task::Poll;
+
+use futures_util::task::AtomicWaker;
 
 /// A drained queue keeps its buffer up to this size (four proposals), so
 /// one message at a time allocates nothing, and a burst's buffer goes back.
@@ -27,7 +29,7 @@ const KEEP_BYTES: usize = 256;
 struct Shared<T> {
     state: Mutex<State<T>>,
     /// Wakes the receiver: a message came, or the sender went.
-    ready: Notify,
+    ready: AtomicWaker,
 }
 
 struct State<T> {
@@ -58,7 +60,7 @@ pub(super) fn channel<T>() -> (TaskSender<T>, TaskReceiver<T>) {
             sender_gone: false,
             receiver_gone: false,
         }),
-        ready: Notify::new(),
+        ready: AtomicWaker::new(),
     });
     (TaskSender(shared.clone()), TaskReceiver(shared))
 }
@@ -73,9 +75,7 @@ impl<T> TaskSender<T> {
             }
             state.items.push_back(msg);
         }
-        // With the receiver not waiting yet, the permit is stored: its
-        // next wait returns at once.
-        self.0.ready.notify_one();
+        self.0.ready.wake();
         Ok(())
     }
 }
@@ -83,24 +83,36 @@ impl<T> TaskSender<T> {
 impl<T> Drop for TaskSender<T> {
     fn drop(&mut self) {
         self.0.lock().sender_gone = true;
-        self.0.ready.notify_one();
+        self.0.ready.wake();
     }
 }
 
 impl<T> TaskReceiver<T> {
     /// The next message; `None` once the sender is gone and all is taken.
     pub(super) async fn recv(&mut self) -> Option<T> {
-        loop {
-            {
-                let mut state = self.0.lock();
-                if let Some(msg) = take(&mut state) {
-                    return Some(msg);
-                }
-                if state.sender_gone {
-                    return None;
-                }
+        std::future::poll_fn(|cx| {
+            if let Some(taken) = self.look() {
+                return Poll::Ready(taken);
             }
-            self.0.ready.notified().await;
+            // Registered before the last look: a send or the sender's drop
+            // after it wakes this task.
+            self.0.ready.register(cx.waker());
+            match self.look() {
+                Some(taken) => Poll::Ready(taken),
+                None => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// `Some(Some(msg))`, `Some(None)` once nothing more can come, or
+    /// `None` to wait.
+    fn look(&mut self) -> Option<Option<T>> {
+        let mut state = self.0.lock();
+        match take(&mut state) {
+            Some(msg) => Some(Some(msg)),
+            None if state.sender_gone => Some(None),
+            None => None,
         }
     }
 

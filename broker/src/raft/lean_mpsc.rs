@@ -1,5 +1,5 @@
 //! openraft's bounded channels for the quorum groups: a queue under a
-//! mutex, a semaphore of free slots and one `Notify` for the receiver.
+//! mutex, a semaphore of free slots and the receiver's waker.
 //! openraft makes four per group (API, snapshot installs, notifications,
 //! state-machine commands). tokio's channel shares ~512 bytes of
 //! cache-padded state and reserves a first block of 32 slots when it is
@@ -27,7 +27,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use openraft::rt::{
     Mpsc, MpscReceiver, MpscSender, MpscWeakSender, OptionalSend, SendError, TryRecvError,
 };
-use tokio::sync::{Notify, Semaphore};
+use std::task::Poll;
+
+use futures_util::task::AtomicWaker;
+use tokio::sync::Semaphore;
 
 /// A drained queue keeps its buffer only up to this size (32 slots): above
 /// it the buffer goes back to the allocator, so a burst does not stay
@@ -45,7 +48,7 @@ struct Shared<T> {
     /// Strong senders alive; the channel closes when it reaches zero.
     senders: AtomicUsize,
     /// Wakes the receiver: a message came, or the last sender went.
-    ready: Notify,
+    ready: AtomicWaker,
 }
 
 struct Queue<T> {
@@ -80,9 +83,9 @@ impl<T> Clone for LeanSender<T> {
 impl<T> Drop for LeanSender<T> {
     fn drop(&mut self) {
         if self.0.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
-            // A receiver between its empty look and its wait finds this
-            // permit stored in `ready`.
-            self.0.ready.notify_one();
+            // The receiver registers before its last look, so it either
+            // sees the close or is woken here.
+            self.0.ready.wake();
         }
     }
 }
@@ -121,7 +124,7 @@ impl Mpsc for LeanMpsc {
             // that can carry anything.
             slots: Semaphore::new(buffer.max(1)),
             senders: AtomicUsize::new(1),
-            ready: Notify::new(),
+            ready: AtomicWaker::new(),
         });
         (LeanSender(shared.clone()), LeanReceiver(shared))
     }
@@ -144,7 +147,7 @@ impl<T: OptionalSend> MpscSender<LeanMpsc, T> for LeanSender<T> {
                 }
                 queue.items.push_back(msg);
             }
-            self.0.ready.notify_one();
+            self.0.ready.wake();
             Ok(())
         }
     }
@@ -181,17 +184,23 @@ impl<T> LeanReceiver<T> {
 
 impl<T: OptionalSend> MpscReceiver<T> for LeanReceiver<T> {
     fn recv(&mut self) -> impl Future<Output = Option<T>> + OptionalSend {
-        async move {
-            loop {
-                match self.take() {
-                    Ok(msg) => return Some(msg),
-                    Err(TryRecvError::Disconnected) => return None,
-                    // A send or the last sender's drop between `take` and
-                    // here stored a permit in `ready`: no wake-up is lost.
-                    Err(TryRecvError::Empty) => self.0.ready.notified().await,
-                }
+        // One waker, not a `Notify`: a single receiver, and openraft's
+        // core drops and remakes its receive at every select, which for a
+        // `Notify` was a waiter linked and unlinked under a lock each time
+        // (~5k instructions a quorum publish).
+        std::future::poll_fn(move |cx| {
+            match self.take() {
+                Err(TryRecvError::Empty) => {}
+                taken => return Poll::Ready(taken.ok()),
             }
-        }
+            // Registered before the last look: a send or the last
+            // sender's drop after it wakes this task.
+            self.0.ready.register(cx.waker());
+            match self.take() {
+                Err(TryRecvError::Empty) => Poll::Pending,
+                taken => Poll::Ready(taken.ok()),
+            }
+        })
     }
 
     fn try_recv(&mut self) -> Result<T, TryRecvError> {
