@@ -1,5 +1,6 @@
 //! openraft's bounded channels for the quorum groups: a queue under a
-//! mutex, a semaphore of free slots and the receiver's waker.
+//! mutex, the receiver's waker, and a `Notify` for senders that found it
+//! full.
 //! openraft makes four per group (API, snapshot installs, notifications,
 //! state-machine commands). tokio's channel shares ~512 bytes of
 //! cache-padded state and reserves a first block of 32 slots when it is
@@ -30,7 +31,7 @@ use openraft::rt::{
 use std::task::Poll;
 
 use futures_util::task::AtomicWaker;
-use tokio::sync::Semaphore;
+use tokio::sync::Notify;
 
 /// A drained queue keeps its buffer only up to this size (32 slots): above
 /// it the buffer goes back to the allocator, so a burst does not stay
@@ -42,9 +43,13 @@ pub struct LeanMpsc;
 
 struct Shared<T> {
     queue: Mutex<Queue<T>>,
-    /// Free slots. Closed when the receiver goes, which fails the senders
-    /// waiting for one.
-    slots: Semaphore,
+    /// The most messages queued at once.
+    bound: usize,
+    /// Wakes every sender waiting for room: the queue left full, or the
+    /// receiver went. (The slots are counted under the queue's lock, so
+    /// taking a message costs no second lock, as a semaphore's release
+    /// did: ~150 instructions a message.)
+    room: Notify,
     /// Strong senders alive; the channel closes when it reaches zero.
     senders: AtomicUsize,
     /// Wakes the receiver: a message came, or the last sender went.
@@ -56,11 +61,33 @@ struct Queue<T> {
     receiver_gone: bool,
 }
 
+/// What became of a message a sender tried to queue.
+enum Pushed<T> {
+    Done,
+    Full(Box<T>),
+    Closed(Box<T>),
+}
+
 impl<T> Shared<T> {
     fn lock(&self) -> MutexGuard<'_, Queue<T>> {
         // Nothing panics between a lock and its unlock but an allocation
         // failure; the queue is whole either way.
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn try_push(&self, msg: Box<T>) -> Pushed<T> {
+        {
+            let mut queue = self.lock();
+            if queue.receiver_gone {
+                return Pushed::Closed(msg);
+            }
+            if queue.items.len() >= self.bound {
+                return Pushed::Full(msg);
+            }
+            queue.items.push_back(msg);
+        }
+        self.ready.wake();
+        Pushed::Done
     }
 }
 
@@ -103,7 +130,7 @@ impl<T> Drop for LeanReceiver<T> {
             queue.receiver_gone = true;
             std::mem::take(&mut queue.items)
         };
-        self.0.slots.close();
+        self.0.room.notify_waiters();
         // Dropped outside the lock: a message's drop may do anything.
         drop(unread);
     }
@@ -122,7 +149,8 @@ impl Mpsc for LeanMpsc {
             }),
             // tokio refuses a zero-slot channel; one slot is the nearest
             // that can carry anything.
-            slots: Semaphore::new(buffer.max(1)),
+            bound: buffer.max(1),
+            room: Notify::new(),
             senders: AtomicUsize::new(1),
             ready: AtomicWaker::new(),
         });
@@ -135,20 +163,24 @@ impl<T: OptionalSend> MpscSender<LeanMpsc, T> for LeanSender<T> {
         // Boxed before the future is made: its state holds the box.
         let msg = Box::new(msg);
         async move {
-            match self.0.slots.acquire().await {
-                // The slot comes back when the receiver takes the message.
-                Ok(slot) => slot.forget(),
-                Err(_closed) => return Err(SendError(*msg)),
+            let mut msg = match self.0.try_push(msg) {
+                Pushed::Done => return Ok(()),
+                Pushed::Closed(msg) => return Err(SendError(*msg)),
+                Pushed::Full(msg) => msg,
+            };
+            loop {
+                // Registered before the second look: room made after it
+                // wakes this sender.
+                let room = self.0.room.notified();
+                tokio::pin!(room);
+                room.as_mut().enable();
+                msg = match self.0.try_push(msg) {
+                    Pushed::Done => return Ok(()),
+                    Pushed::Closed(msg) => return Err(SendError(*msg)),
+                    Pushed::Full(msg) => msg,
+                };
+                room.await;
             }
-            {
-                let mut queue = self.0.lock();
-                if queue.receiver_gone {
-                    return Err(SendError(*msg));
-                }
-                queue.items.push_back(msg);
-            }
-            self.0.ready.wake();
-            Ok(())
         }
     }
 
@@ -169,8 +201,11 @@ impl<T> LeanReceiver<T> {
                 {
                     queue.items = VecDeque::new();
                 }
+                let was_full = queue.items.len() + 1 == self.0.bound;
                 drop(queue);
-                self.0.slots.add_permits(1);
+                if was_full {
+                    self.0.room.notify_waiters();
+                }
                 Ok(*msg)
             }
             // Under the lock: a sender pushes under it before it can drop,
