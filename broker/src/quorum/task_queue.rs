@@ -4,7 +4,8 @@
 //! state and keeps a block of 32 slots (2 KiB of 64-byte proposals) for as
 //! long as it lives, and every queue led with a publisher or a consumer
 //! holds one of each kind; this one is ~100 bytes, and a drained queue
-//! keeps a buffer of at most [`KEEP_BYTES`]. Unbounded here as tokio's
+//! keeps a buffer of at most 256 bytes (the rule of openraft's channels,
+//! `crate::raft::pop_trimmed`). Unbounded here as tokio's
 //! was: what goes in is bounded before it (the publish gate's in-flight
 //! limit, the consumers' credit).
 //!
@@ -15,16 +16,12 @@
 //! Must not know: what the messages are.
 
 use std::collections::VecDeque;
-use std::mem::size_of;
 use std::sync::{Arc, Mutex, MutexGuard};
-
 use std::task::Poll;
 
 use futures_util::task::AtomicWaker;
 
-/// A drained queue keeps its buffer up to this size (four proposals), so
-/// one message at a time allocates nothing, and a burst's buffer goes back.
-const KEEP_BYTES: usize = 256;
+use crate::raft::pop_trimmed;
 
 struct Shared<T> {
     state: Mutex<State<T>>,
@@ -109,7 +106,7 @@ impl<T> TaskReceiver<T> {
     /// `None` to wait.
     fn look(&mut self) -> Option<Option<T>> {
         let mut state = self.0.lock();
-        match take(&mut state) {
+        match pop_trimmed(&mut state.items) {
             Some(msg) => Some(Some(msg)),
             None if state.sender_gone => Some(None),
             None => None,
@@ -118,16 +115,8 @@ impl<T> TaskReceiver<T> {
 
     /// The next message if one is queued.
     pub(super) fn try_recv(&mut self) -> Option<T> {
-        take(&mut self.0.lock())
+        pop_trimmed(&mut self.0.lock().items)
     }
-}
-
-fn take<T>(state: &mut State<T>) -> Option<T> {
-    let msg = state.items.pop_front()?;
-    if state.items.is_empty() && state.items.capacity() * size_of::<T>() > KEEP_BYTES {
-        state.items = VecDeque::new();
-    }
-    Some(msg)
 }
 
 impl<T> Drop for TaskReceiver<T> {
@@ -181,6 +170,8 @@ mod tests {
 
     #[test]
     fn a_drained_queue_keeps_a_small_buffer_and_gives_a_large_one_back() {
+        use std::mem::size_of;
+        // Four 64-byte proposals fit the 256 bytes a drained queue keeps.
         let (tx, mut rx) = channel::<[u8; 64]>();
         tx.send([1; 64]).map_err(|_| "task gone").unwrap();
         assert!(rx.try_recv().is_some());

@@ -24,19 +24,29 @@ use std::future::Future;
 use std::mem::size_of;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-
-use openraft::rt::{
-    Mpsc, MpscReceiver, MpscSender, MpscWeakSender, OptionalSend, SendError, TryRecvError,
-};
 use std::task::Poll;
 
 use futures_util::task::AtomicWaker;
+use openraft::rt::{
+    Mpsc, MpscReceiver, MpscSender, MpscWeakSender, OptionalSend, SendError, TryRecvError,
+};
 use tokio::sync::Notify;
 
-/// A drained queue keeps its buffer only up to this size (32 slots): above
-/// it the buffer goes back to the allocator, so a burst does not stay
-/// resident in an idle group.
+/// A drained queue keeps its buffer only up to this size (32 boxed
+/// messages here): above it the buffer goes back to the allocator, so a
+/// burst does not stay resident in an idle group.
 const KEEP_BYTES: usize = 256;
+
+/// The front of `items`; a buffer left empty and over [`KEEP_BYTES`] goes
+/// back. Shared with the quorum queues' task queues (`quorum/task_queue.rs`),
+/// which follow the same rule.
+pub(crate) fn pop_trimmed<E>(items: &mut VecDeque<E>) -> Option<E> {
+    let item = items.pop_front()?;
+    if items.is_empty() && items.capacity() * size_of::<E>() > KEEP_BYTES {
+        *items = VecDeque::new();
+    }
+    Some(item)
+}
 
 /// The channel family.
 pub struct LeanMpsc;
@@ -163,6 +173,7 @@ impl<T: OptionalSend> MpscSender<LeanMpsc, T> for LeanSender<T> {
         // Boxed before the future is made: its state holds the box.
         let msg = Box::new(msg);
         async move {
+            // Most sends find room: they never touch `room`.
             let mut msg = match self.0.try_push(msg) {
                 Pushed::Done => return Ok(()),
                 Pushed::Closed(msg) => return Err(SendError(*msg)),
@@ -194,13 +205,8 @@ impl<T> LeanReceiver<T> {
     /// `Err(Empty)`.
     fn take(&mut self) -> Result<T, TryRecvError> {
         let mut queue = self.0.lock();
-        match queue.items.pop_front() {
+        match pop_trimmed(&mut queue.items) {
             Some(msg) => {
-                if queue.items.is_empty()
-                    && queue.items.capacity() * size_of::<Box<T>>() > KEEP_BYTES
-                {
-                    queue.items = VecDeque::new();
-                }
                 let was_full = queue.items.len() + 1 == self.0.bound;
                 drop(queue);
                 if was_full {

@@ -46,6 +46,7 @@ mod store;
 pub(crate) use fault::{core_fault, FirstFault};
 pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub(crate) use leadership::{MetricsWatch, ServerMetricsWatch};
+pub(crate) use lean_mpsc::pop_trimmed;
 pub use lean_runtime::LeanRuntime;
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
