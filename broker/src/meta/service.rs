@@ -154,6 +154,13 @@ impl Metadata {
             // and its follower takes no pipelined appends (`meta/rpc.rs`).
             1,
         );
+        // The quorum groups' configuration turns openraft's step-down of a
+        // removed leader off (their placement never removes a leader), but
+        // a node removed from the metadata group may be its leader.
+        let raft_config = Arc::new(openraft::Config {
+            removed_leader_step_down: openraft::Config::default().removed_leader_step_down,
+            ..(*raft_config).clone()
+        });
         let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
             .map_err(|e| MetaError::Raft(e.to_string()))?;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use openraft::{BasicNode, Raft, SnapshotPolicy};
+use openraft::{BasicNode, Raft, SnapshotPolicy, StepDownPolicy};
 use store_redb::LogStore;
 use tokio::sync::OnceCell;
 
@@ -184,6 +184,12 @@ impl QuorumNode {
             // feature (off); its default capacity of 1,024 reserved ~145 KiB
             // per group that nothing writes.
             log_stage_capacity: Some(1),
+            // openraft's step-down watcher (a task per group, ~0.4 KiB idle)
+            // steps a leader down once a committed membership leaves it out.
+            // Ours never gets there: placement (`placement.rs`) hands the
+            // leadership to a member of the new replica set before that set
+            // is proposed, and only a leader inside the set proposes it.
+            removed_leader_step_down: StepDownPolicy::Never,
             ..openraft::Config::default()
         }
         .validate()
