@@ -141,34 +141,32 @@ struct Due {
     copies: Vec<(u64, Outgoing, Bytes)>,
 }
 
-/// The leader's sender: runs while the group runs (ends when the Raft
-/// group shuts down). Until the outbox first gets an entry it only waits
-/// for that: most queues never dead-letter, and the sender's event
-/// channel, timer and in-flight sends (a few KiB) would otherwise be held
-/// by every replica of every group.
-pub(super) async fn send_dead_letters(
-    raft: QueueRaftHandle,
-    shared: Arc<Shared>,
-    hold: Arc<ProposalHold>,
-    address: QueueAddress,
-) {
-    // Server metrics change only with the state, leader, vote or
-    // membership; the full metrics are sent on every pass of openraft
-    // 0.10's core loop (ticks every heartbeat_interval * 13/64), which
-    // woke this task about ten times a second per group for nothing.
-    let mut metrics = raft.server_metrics();
-    while shared.lock().index.dead_letters().outbox_len() == 0 {
-        tokio::select! {
-            _ = shared.dead_letter_wake.notified() => {}
-            changed = metrics.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-            }
+/// What the leadership watch (`leadership_watch.rs`) needs to start the
+/// sender the first time the outbox gets an entry: most queues never
+/// dead-letter, and a task per replica waiting for that cost every
+/// replica of every group ~0.45 KiB (its event channel, timer and
+/// in-flight sends, a few KiB, would come on top if it ran from the start).
+pub(super) struct DeadLetterStart {
+    pub(super) hold: Arc<ProposalHold>,
+    pub(super) address: QueueAddress,
+}
+
+impl DeadLetterStart {
+    /// Starts the sender if the outbox has an entry; `start` is left
+    /// `None` once it ran. The sender ends when the Raft group shuts down.
+    pub(super) fn start_if_wanted(
+        start: &mut Option<DeadLetterStart>,
+        raft: &QueueRaftHandle,
+        shared: &Arc<Shared>,
+    ) {
+        if start.is_none() || shared.lock().index.dead_letters().outbox_len() == 0 {
+            return;
+        }
+        if let Some(DeadLetterStart { hold, address }) = start.take() {
+            let metrics = raft.server_metrics();
+            tokio::spawn(sender(raft.clone(), shared.clone(), hold, address, metrics));
         }
     }
-    // Boxed: the idle task above stays small.
-    Box::pin(sender(raft, shared, hold, address, metrics)).await;
 }
 
 /// The sender once the outbox had an entry.

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use openraft::ServerState;
 
 use super::consumer_handover::start_leading;
+use super::dead_letter_outbox::DeadLetterStart;
 use super::quiet::Quiet;
 use super::state_machine::Shared;
 use super::types::QueueRaftHandle;
@@ -165,16 +166,21 @@ pub(super) fn set_leading(
     }
 }
 
-/// Follow the group's leadership changes as openraft reports them, and ask
-/// openraft for the snapshots the state machine wants (`compaction`).
-/// Ends when openraft closes the group's metrics: its core ended. If it
-/// quit on an error, the node is told (`node_faults.rs`).
+/// Follow the group's leadership changes as openraft reports them, ask
+/// openraft for the snapshots the state machine wants (`compaction`), and
+/// start the dead-letter sender once the outbox first gets an entry
+/// (`dead_letter_outbox.rs`). Ends when openraft closes the group's
+/// metrics: its core ended. If it quit on an error, the node is told
+/// (`node_faults.rs`).
 pub(super) async fn watch_leadership(
     raft: QueueRaftHandle,
     shared: Arc<Shared>,
     node_id: NodeId,
     queue: String,
+    mut dead_letters: Option<DeadLetterStart>,
 ) {
+    // Entries already in the outbox (a reopened replica) start it now.
+    DeadLetterStart::start_if_wanted(&mut dead_letters, &raft, &shared);
     let mut metrics = raft.metrics();
     let mut server = raft.server_metrics();
     let window = raft.config().election_timeout_max;
@@ -239,6 +245,9 @@ pub(super) async fn watch_leadership(
                         break 'group;
                     }
                     break;
+                }
+                () = shared.dead_letter_wake.notified(), if dead_letters.is_some() => {
+                    DeadLetterStart::start_if_wanted(&mut dead_letters, &raft, &shared);
                 }
                 () = shared.snapshot_wanted.wait() => {
                     // Boxed: rare, and inline its ~570-byte future made this

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::dead_letter_outbox::send_dead_letters;
+use super::dead_letter_outbox::DeadLetterStart;
 use super::hold::ProposalHold;
 use super::leader_contact::LeaderContact;
 use super::leadership_watch::{leadership, leads_without_quorum, set_leading, watch_leadership};
@@ -66,9 +66,9 @@ impl Drop for QuorumQueue {
 }
 
 impl QuorumQueue {
-    /// Serve the group behind `raft`; spawns the leadership (and snapshot
-    /// request) watcher and the dead-letter sender (both end when the Raft
-    /// group shuts down). The proposer and the settlement batcher start
+    /// Serve the group behind `raft`; spawns the leadership (snapshot
+    /// request, dead-letter start) watcher, which ends when the Raft group
+    /// shuts down. The proposer and the settlement batcher start
     /// with the first publish and settlement (most replicas of an idle
     /// group never need them) and end when the queue is dropped.
     pub(crate) fn start(
@@ -91,12 +91,10 @@ impl QuorumQueue {
             shared.clone(),
             node_id,
             address.to_string(),
-        ));
-        tokio::spawn(send_dead_letters(
-            raft.clone(),
-            shared.clone(),
-            hold.clone(),
-            address.clone(),
+            Some(DeadLetterStart {
+                hold: hold.clone(),
+                address: address.clone(),
+            }),
         ));
         Arc::new(QuorumQueue {
             address,
