@@ -1,5 +1,6 @@
 //! tick emitter emits a `RaftMsg::Tick` event at a certain interval.
 
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -17,10 +18,12 @@ use crate::type_config::TypeConfigExt;
 use crate::type_config::alias::AsyncRuntimeOf;
 use crate::type_config::alias::JoinHandleOf;
 use crate::type_config::alias::MpscSenderOf;
+use crate::type_config::alias::MpscWeakSenderOf;
 use crate::type_config::alias::OneshotReceiverOf;
 use crate::type_config::alias::OneshotSenderOf;
 use crate::type_config::alias::WatchReceiverOf;
 use crate::type_config::async_runtime::mpsc::MpscSender;
+use crate::type_config::async_runtime::mpsc::MpscWeakSender;
 use crate::type_config::async_runtime::oneshot::OneshotSender;
 
 /// Emit RaftMsg::Tick events at a regular `period` after a randomized first wait.
@@ -34,13 +37,49 @@ where C: RaftTypeConfig
 
     /// Emit event or not
     enabled: WatchReceiverOf<C, bool>,
+
+    /// ramqp: where a loop started by [`Tick::spawn`] parks. With it a disabled loop ends its
+    /// task instead of waiting in it for the tick to be enabled, and
+    /// [`TickHandle::resume`] starts another. Without it (a loop driven directly), it waits as
+    /// upstream's does.
+    park: Option<Arc<TickShared<C>>>,
+}
+
+/// ramqp: what the handle and its loop share: enough to start a parked loop again.
+///
+/// A group whose tick the application switched off (every quiet replica here) kept a task per
+/// group waiting for the flag, ~0.6 KiB of task and future each; parked, it keeps only this.
+struct TickShared<C>
+where C: RaftTypeConfig
+{
+    period: Duration,
+
+    /// Weak: a parked tick must not keep the core's notification channel open.
+    tx: MpscWeakSenderOf<C, Notification<C>>,
+
+    enabled: WatchReceiverOf<C, bool>,
+
+    state: Mutex<TickState<C>>,
+}
+
+/// ramqp: whether a loop runs. A loop parks (and returns) only after reading the flag disabled
+/// under this lock, and [`TickHandle::resume`] reads this state under it after the flag was
+/// set: one of the two sees the other's write, so an enabled tick never stays parked.
+enum TickState<C>
+where C: RaftTypeConfig
+{
+    Running {
+        shutdown: OneshotSenderOf<C, ()>,
+        join_handle: JoinHandleOf<C, ()>,
+    },
+    Parked,
+    Stopped,
 }
 
 pub(crate) struct TickHandle<C>
 where C: RaftTypeConfig
 {
-    shutdown: Mutex<Option<OneshotSenderOf<C, ()>>>,
-    join_handle: Mutex<Option<JoinHandleOf<C, ()>>>,
+    shared: Arc<TickShared<C>>,
 }
 
 impl<C> Drop for TickHandle<C>
@@ -48,10 +87,29 @@ where C: RaftTypeConfig
 {
     /// Signal the tick loop to stop, without waiting for it to stop.
     fn drop(&mut self) {
-        if self.shutdown.lock().unwrap().is_none() {
-            return;
+        let state = std::mem::replace(&mut *self.shared.state.lock().unwrap(), TickState::Stopped);
+        if let TickState::Running { shutdown, .. } = state {
+            let _ = shutdown.send(());
         }
-        let _ = self.shutdown();
+    }
+}
+
+impl<C> TickShared<C>
+where C: RaftTypeConfig
+{
+    /// ramqp: called by a loop that found the tick disabled. Returns whether it is to end: the
+    /// tick is still disabled (it is now parked) or it was stopped.
+    fn park_if_disabled(&self) -> bool {
+        let mut state = self.state.lock().unwrap();
+        if matches!(*state, TickState::Stopped) {
+            return true;
+        }
+        if *self.enabled.borrow_watched() {
+            return false;
+        }
+        // Drops this loop's own shutdown sender and join handle: it is about to return.
+        *state = TickState::Parked;
+        true
     }
 }
 
@@ -63,26 +121,43 @@ where C: RaftTypeConfig
         tx: MpscSenderOf<C, Notification<C>>,
         enabled: WatchReceiverOf<C, bool>,
     ) -> TickHandle<C> {
-        let this = Self {
+        let shared = Arc::new(TickShared {
             period,
-            first_wait: Self::sample_first_wait(period),
+            tx: tx.downgrade(),
             enabled,
+            state: Mutex::new(TickState::Parked),
+        });
+        {
+            let mut state = shared.state.lock().unwrap();
+            *state = Self::start(&shared, tx, Self::sample_first_wait(period));
+        }
+        TickHandle { shared }
+    }
+
+    /// ramqp: spawn a loop parking into `shared`; the caller holds `shared.state`'s lock and
+    /// stores the returned state.
+    fn start(
+        shared: &Arc<TickShared<C>>,
+        tx: MpscSenderOf<C, Notification<C>>,
+        first_wait: Duration,
+    ) -> TickState<C> {
+        let this = Self {
+            period: shared.period,
+            first_wait,
+            enabled: shared.enabled.clone(),
             tx,
+            park: Some(shared.clone()),
         };
 
         let (shutdown, shutdown_rx) = C::oneshot();
 
-        let shutdown = Mutex::new(Some(shutdown));
         let join_handle = C::spawn(this.tick_loop(shutdown_rx).instrument(tracing::span!(
             parent: &Span::current(),
             Level::DEBUG,
             "tick"
         )));
 
-        TickHandle {
-            shutdown,
-            join_handle: Mutex::new(Some(join_handle)),
-        }
+        TickState::Running { shutdown, join_handle }
     }
 
     /// Add a random phase offset from `[0, period)` to the first wait.
@@ -120,7 +195,14 @@ where C: RaftTypeConfig
             }
 
             let enabled = *self.enabled.borrow_watched();
-            if !enabled {
+            // ramqp: a loop with a handle ends while disabled; its handle starts another.
+            if !enabled && let Some(park) = &self.park {
+                if park.park_if_disabled() {
+                    tracing::debug!("TickLoop parked while disabled");
+                    return;
+                }
+                // Enabled again meanwhile: tick on, from the grid below.
+            } else if !enabled {
                 // Wait for the tick to be enabled instead of waking every period to re-check it.
                 // The deadline below is computed after this wait, so ticking resumes at the next
                 // grid line, as if the loop had kept waking through the disabled span.
@@ -154,7 +236,7 @@ where C: RaftTypeConfig
             offset_us += step_us;
             at = first_wait_at + Duration::from_micros(offset_us as u64);
 
-            if !enabled {
+            if !enabled && self.park.is_none() {
                 continue;
             }
 
@@ -176,26 +258,42 @@ where C: RaftTypeConfig
 {
     /// Signal the tick loop to stop. And return a JoinHandle to wait for the loop to stop.
     ///
-    /// If it is called twice, the second call will return None.
+    /// If it is called twice, the second call will return None. ramqp: so does a call while
+    /// the loop is parked (no task runs).
     pub(crate) fn shutdown(&self) -> Option<JoinHandleOf<C, ()>> {
-        {
-            let shutdown = {
-                let mut x = self.shutdown.lock().unwrap();
-                x.take()
-            };
-
-            if let Some(shutdown) = shutdown {
+        let state = std::mem::replace(&mut *self.shared.state.lock().unwrap(), TickState::Stopped);
+        match state {
+            TickState::Running { shutdown, join_handle } => {
                 let send_res = shutdown.send(());
                 tracing::info!("Timer shutdown signal sent: {send_res:?}");
-            } else {
+                Some(join_handle)
+            }
+            TickState::Parked => None,
+            TickState::Stopped => {
                 tracing::warn!("Double call to Raft::shutdown()");
+                None
             }
         }
+    }
 
-        {
-            let mut x = self.join_handle.lock().unwrap();
-            x.take()
+    /// ramqp: start the loop again if it parked while the tick was disabled; called after the
+    /// tick was enabled. Its first tick comes within a period, at a phase drawn afresh.
+    pub(crate) fn resume(&self) {
+        let shared = &self.shared;
+        let mut state = shared.state.lock().unwrap();
+        if !matches!(*state, TickState::Parked) || !*shared.enabled.borrow_watched() {
+            return;
         }
+        // The core is gone: nothing to tick.
+        let Some(tx) = shared.tx.upgrade() else {
+            return;
+        };
+        let first_wait = if shared.period.is_zero() {
+            Duration::ZERO
+        } else {
+            AsyncRuntimeOf::<C>::thread_rng().random_range(Duration::ZERO..shared.period)
+        };
+        *state = Tick::start(shared, tx, first_wait);
     }
 }
 
@@ -542,6 +640,7 @@ mod tests {
                 first_wait: PERIOD,
                 tx,
                 enabled,
+                park: None,
             };
             let (cancel_tx, cancel_rx) = TickUTConfig::oneshot();
             let polls = Arc::new(AtomicUsize::new(0));
@@ -595,6 +694,7 @@ mod tests {
                 first_wait: PERIOD,
                 tx,
                 enabled,
+                park: None,
             };
             let (cancel_tx, cancel_rx) = TickUTConfig::oneshot();
 
@@ -662,6 +762,8 @@ mod tests {
             // one blocked in `send()`. Receiving more than that proves the loop is running.
             let (tx, mut rx) = TickUTConfig::mpsc(1);
             let (switch, enabled) = TickUTConfig::watch_channel(true);
+            // ramqp: the core's own sender; a parked tick keeps only a weak one.
+            let _core_tx = tx.clone();
             let th = Tick::<TickUTConfig>::spawn(PERIOD, tx, enabled);
 
             recv_tick::<TickUTConfig>(&mut rx).await;
@@ -676,6 +778,8 @@ mod tests {
                 // Coprime with ROUNDS, so the rounds visit every step of the sweep once.
                 spin_for(interval * 5 * (round * 37 % ROUNDS) / (4 * ROUNDS));
                 switch.send(true).unwrap();
+                // ramqp: what `RuntimeConfigHandle::tick(true)` does after enabling.
+                th.resume();
 
                 for _ in 0..3 {
                     TickUTConfig::timeout(Duration::from_millis(500), recv_tick::<TickUTConfig>(&mut rx))
@@ -686,6 +790,53 @@ mod tests {
 
             drop(rx);
             th.shutdown().unwrap().await.unwrap();
+        });
+    }
+    /// ramqp: a spawned tick ends its task while disabled, `resume` starts another once it is
+    /// enabled (and not before), and neither a parked tick nor a stopped one starts again.
+    #[test]
+    fn test_a_disabled_spawned_tick_parks_its_task_and_resumes() {
+        const PERIOD: Duration = Duration::from_millis(5);
+
+        fn parked(th: &super::TickHandle<TickUTConfig>) -> bool {
+            matches!(*th.shared.state.lock().unwrap(), super::TickState::Parked)
+        }
+
+        TickUTConfig::run(async {
+            let (tx, mut rx) = TickUTConfig::mpsc(1024);
+            let (switch, enabled) = TickUTConfig::watch_channel(true);
+            // ramqp: the core's own sender; a parked tick keeps only a weak one.
+            let _core_tx = tx.clone();
+            let th = Tick::<TickUTConfig>::spawn(PERIOD, tx, enabled);
+            recv_tick::<TickUTConfig>(&mut rx).await;
+
+            switch.send(false).unwrap();
+            TickUTConfig::timeout(Duration::from_secs(2), async {
+                while !parked(&th) {
+                    TickUTConfig::sleep(PERIOD).await;
+                }
+            })
+            .await
+            .expect("a disabled tick must park");
+            while rx.try_recv().is_ok() {}
+            TickUTConfig::sleep(PERIOD * 10).await;
+            assert!(rx.try_recv().is_err(), "a parked tick must not emit");
+
+            // Resuming a disabled tick does nothing.
+            th.resume();
+            assert!(parked(&th));
+
+            switch.send(true).unwrap();
+            th.resume();
+            assert!(!parked(&th));
+            TickUTConfig::timeout(Duration::from_secs(1), recv_tick::<TickUTConfig>(&mut rx))
+                .await
+                .expect("a resumed tick must emit");
+
+            let join_handle = th.shutdown().expect("a running tick has a task to join");
+            TickUTConfig::timeout(Duration::from_millis(500), join_handle).await.unwrap().unwrap();
+            th.resume();
+            assert!(th.shutdown().is_none(), "a stopped tick must not start again");
         });
     }
 }

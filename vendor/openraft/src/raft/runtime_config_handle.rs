@@ -29,8 +29,14 @@ where C: RaftTypeConfig
     /// parks and causes no wakeups; re-enabling it resumes ticking, with the first tick at most
     /// one tick period later.
     pub fn tick(&self, enabled: bool) {
-        let enable_tick = self.raft_inner.runtime_config.enable_tick.lock().unwrap();
-        enable_tick.send_if_different(enabled);
+        {
+            let enable_tick = self.raft_inner.runtime_config.enable_tick.lock().unwrap();
+            enable_tick.send_if_different(enabled);
+        }
+        // ramqp: a disabled tick's loop ends (`core/tick.rs`); enabling starts it again.
+        if enabled && let Some(tick_handle) = self.raft_inner.tick_handle.lock().unwrap().as_ref() {
+            tick_handle.resume();
+        }
     }
 
     /// Enable or disable heartbeat messages when a leader has no more log to replicate.

@@ -244,14 +244,14 @@ fn test_become_following_active_leader_emits_close() -> anyhow::Result<()> {
 #[test]
 fn test_become_following_active_candidate_emits_close() -> anyhow::Result<()> {
     let mut eng = eng();
-    eng.candidate = Some(Candidate::new(
+    eng.candidate = Some(Box::new(Candidate::new(
         UTConfig::<()>::now(),
         Vote::new(3, 0),
         None,
         Arc::new(m01()),
         vec![],
         eng.state.progress_id_gen.clone(),
-    ));
+    ))); // ramqp: boxed
     eng.state.server_state = ServerState::Candidate;
 
     eng.vote_handler().become_following();
@@ -269,14 +269,14 @@ fn test_become_following_active_candidate_emits_close() -> anyhow::Result<()> {
 #[test]
 fn test_become_following_active_pre_candidate_emits_close() -> anyhow::Result<()> {
     let mut eng = eng();
-    eng.pre_candidate = Some(Candidate::new(
+    eng.pre_candidate = Some(Box::new(Candidate::new(
         UTConfig::<()>::now(),
         Vote::new(3, 0),
         None,
         Arc::new(m01()),
         vec![],
         eng.state.progress_id_gen.clone(),
-    ));
+    ))); // ramqp: boxed
     eng.state.server_state = ServerState::Candidate;
 
     eng.vote_handler().become_following();
@@ -295,14 +295,14 @@ fn test_become_following_active_pre_candidate_emits_close() -> anyhow::Result<()
 fn test_become_following_invalid_role_combination_emits_single_close() -> anyhow::Result<()> {
     let mut eng = eng();
     eng.testing_new_leader();
-    eng.candidate = Some(Candidate::new(
+    eng.candidate = Some(Box::new(Candidate::new(
         UTConfig::<()>::now(),
         Vote::new(3, 0),
         None,
         Arc::new(m01()),
         vec![],
         eng.state.progress_id_gen.clone(),
-    ));
+    ))); // ramqp: boxed
     eng.state.server_state = ServerState::Leader;
 
     eng.vote_handler().become_following();
