@@ -6,7 +6,8 @@
 //! rejected configuration, 70 after a fatal storage fault (fail-stop, see
 //! `daemon`), 1 for any other failure.
 
-// Unsafe code only in `heap_trim` (two glibc calls), allowed there alone.
+// Unsafe code only in `heap_trim` (two glibc calls) and `malloc_arenas`
+// (one), allowed there alone.
 #![deny(unsafe_code)]
 
 mod cli;
@@ -15,6 +16,7 @@ mod daemon;
 mod fd_limit;
 mod heap_trim;
 mod logging;
+mod malloc_arenas;
 mod settings;
 
 use std::process::ExitCode;
@@ -31,8 +33,13 @@ fn main() -> ExitCode {
         Ok(settings) => settings,
         Err(error) => return config_error(&error),
     };
+    // Before logging's thread and the runtime's start allocating.
+    let arenas = malloc_arenas::limit(settings.runtime.worker_threads);
     if let Err(error) = logging::init(&settings.log) {
         return config_error(&error);
+    }
+    if let Some(arenas) = arenas {
+        tracing::debug!(arenas, "malloc arenas limited");
     }
     match crash_at::arm_from_env() {
         Ok(None) => {}
