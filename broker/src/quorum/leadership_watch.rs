@@ -172,98 +172,104 @@ pub(super) fn set_leading(
 /// (`dead_letter_outbox.rs`). Ends when openraft closes the group's
 /// metrics: its core ended. If it quit on an error, the node is told
 /// (`node_faults.rs`).
-pub(super) async fn watch_leadership(
+///
+/// A plain function returning an `async move` block: an `async fn` keeps
+/// its arguments twice in its future (as arguments and as the locals they
+/// are moved into), ~100 bytes more in a task every replica keeps.
+pub(super) fn watch_leadership(
     raft: QueueRaftHandle,
     shared: Arc<Shared>,
     node_id: NodeId,
     queue: String,
     mut dead_letters: Option<DeadLetterStart>,
-) {
-    // Entries already in the outbox (a reopened replica) start it now.
-    DeadLetterStart::start_if_wanted(&mut dead_letters, &raft, &shared);
-    let mut metrics = raft.metrics();
-    let mut server = raft.server_metrics();
-    let window = raft.config().election_timeout_max;
-    let mut cut_off = false;
-    let mut known_leader = None;
-    'group: loop {
-        // Something moved (a leader's metrics, a follower's state, leader
-        // or vote): back on the node's visit list (`visits.rs`).
-        shared.quiet.wake();
-        let (leading, term, log_applied, without_quorum) = {
-            let m = metrics.borrow_and_update();
-            if m.current_leader.is_some() && m.current_leader != known_leader {
-                known_leader = m.current_leader;
-                shared.leader_changes.fetch_add(1, Ordering::Relaxed);
+) -> impl std::future::Future<Output = ()> + Send {
+    async move {
+        // Entries already in the outbox (a reopened replica) start it now.
+        DeadLetterStart::start_if_wanted(&mut dead_letters, &raft, &shared);
+        let mut metrics = raft.metrics();
+        let mut server = raft.server_metrics();
+        let window = raft.config().election_timeout_max;
+        let mut cut_off = false;
+        let mut known_leader = None;
+        'group: loop {
+            // Something moved (a leader's metrics, a follower's state, leader
+            // or vote): back on the node's visit list (`visits.rs`).
+            shared.quiet.wake();
+            let (leading, term, log_applied, without_quorum) = {
+                let m = metrics.borrow_and_update();
+                if m.current_leader.is_some() && m.current_leader != known_leader {
+                    known_leader = m.current_leader;
+                    shared.leader_changes.fetch_add(1, Ordering::Relaxed);
+                }
+                (
+                    leading_with_quorum(&m, node_id, window, &shared.quiet),
+                    m.current_term,
+                    m.last_applied.map(|l| l.index) >= m.last_log_index,
+                    #[allow(deprecated)]
+                    leads_without_quorum(&m, node_id, window, &shared.quiet)
+                        .then_some(m.millis_since_quorum_ack)
+                        .flatten(),
+                )
+            };
+            match (without_quorum, cut_off) {
+                (Some(ms), false) => tracing::warn!(
+                    %queue,
+                    node_id,
+                    since_quorum_ack_ms = ms,
+                    quiet = %shared.quiet.describe(),
+                    "leader without a quorum's acknowledgement: stops serving"
+                ),
+                (None, true) if leading.is_some() => {
+                    tracing::info!(%queue, node_id, "quorum acknowledgement back: serving again");
+                }
+                _ => {}
             }
-            (
-                leading_with_quorum(&m, node_id, window, &shared.quiet),
-                m.current_term,
-                m.last_applied.map(|l| l.index) >= m.last_log_index,
-                #[allow(deprecated)]
-                leads_without_quorum(&m, node_id, window, &shared.quiet)
-                    .then_some(m.millis_since_quorum_ack)
-                    .flatten(),
-            )
-        };
-        match (without_quorum, cut_off) {
-            (Some(ms), false) => tracing::warn!(
-                %queue,
-                node_id,
-                since_quorum_ack_ms = ms,
-                quiet = %shared.quiet.describe(),
-                "leader without a quorum's acknowledgement: stops serving"
-            ),
-            (None, true) if leading.is_some() => {
-                tracing::info!(%queue, node_id, "quorum acknowledgement back: serving again");
+            cut_off = without_quorum.is_some();
+            set_leading(&shared, leading, term, node_id, &queue);
+            if leading.is_some() {
+                shared.lock().confirm_missing(&queue, log_applied);
             }
-            _ => {}
-        }
-        cut_off = without_quorum.is_some();
-        set_leading(&shared, leading, term, node_id, &queue);
-        if leading.is_some() {
-            shared.lock().confirm_missing(&queue, log_applied);
-        }
-        let state = metrics.borrow_watched().state;
-        // A new candidate needs openraft's tick, which a quiet follower
-        // goes without (`follower_tick.rs`).
-        super::follower_tick::tick_if_candidate(&raft, state);
-        let wait = Wait::of(leading.is_some(), state);
-        if wait != Wait::EveryTurn {
-            drop(server.borrow_and_update());
-        }
-        // The same task serves the state machine's snapshot requests: it
-        // holds the Raft handle and ends with the group. The wait lives
-        // across them: begun again, it would miss a server change it had
-        // taken before its full metrics came.
-        // Boxed, one allocation a turn: its serving wait (a timer beside the
-        // server metrics) inline was a third of the future every replica
-        // keeps.
-        let mut turn = Box::pin(next_turn(&mut metrics, &mut server, wait));
-        loop {
-            tokio::select! {
-                turned = &mut turn => {
-                    if turned.is_err() {
-                        break 'group;
+            let state = metrics.borrow_watched().state;
+            // A new candidate needs openraft's tick, which a quiet follower
+            // goes without (`follower_tick.rs`).
+            super::follower_tick::tick_if_candidate(&raft, state);
+            let wait = Wait::of(leading.is_some(), state);
+            if wait != Wait::EveryTurn {
+                drop(server.borrow_and_update());
+            }
+            // The same task serves the state machine's snapshot requests: it
+            // holds the Raft handle and ends with the group. The wait lives
+            // across them: begun again, it would miss a server change it had
+            // taken before its full metrics came.
+            // Boxed, one allocation a turn: its serving wait (a timer beside the
+            // server metrics) inline was a third of the future every replica
+            // keeps.
+            let mut turn = Box::pin(next_turn(&mut metrics, &mut server, wait));
+            loop {
+                tokio::select! {
+                    turned = &mut turn => {
+                        if turned.is_err() {
+                            break 'group;
+                        }
+                        break;
                     }
-                    break;
-                }
-                () = shared.dead_letter_wake.notified(), if dead_letters.is_some() => {
-                    DeadLetterStart::start_if_wanted(&mut dead_letters, &raft, &shared);
-                }
-                () = shared.snapshot_wanted.wait() => {
-                    // Boxed: rare, and inline its ~570-byte future made this
-                    // task, which every replica keeps, nearly twice as large.
-                    if let Err(e) = Box::pin(raft.trigger().snapshot()).await {
-                        tracing::debug!(queue, error = %e, "quorum queue: snapshot request refused");
+                    () = shared.dead_letter_wake.notified(), if dead_letters.is_some() => {
+                        DeadLetterStart::start_if_wanted(&mut dead_letters, &raft, &shared);
+                    }
+                    () = shared.snapshot_wanted.wait() => {
+                        // Boxed: rare, and inline its ~570-byte future made this
+                        // task, which every replica keeps, nearly twice as large.
+                        if let Err(e) = Box::pin(raft.trigger().snapshot()).await {
+                            tracing::debug!(queue, error = %e, "quorum queue: snapshot request refused");
+                        }
                     }
                 }
             }
         }
-    }
-    let fault = crate::raft::core_fault(&metrics.borrow_watched());
-    if let (Some(reason), Some(faults)) = (fault, shared.core_faults.get()) {
-        super::node_faults::report(faults, &queue, reason);
+        let fault = crate::raft::core_fault(&metrics.borrow_watched());
+        if let (Some(reason), Some(faults)) = (fault, shared.core_faults.get()) {
+            super::node_faults::report(faults, &queue, reason);
+        }
     }
 }
 
