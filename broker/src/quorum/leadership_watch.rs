@@ -176,6 +176,7 @@ pub(super) fn set_leading(
 /// A plain function returning an `async move` block: an `async fn` keeps
 /// its arguments twice in its future (as arguments and as the locals they
 /// are moved into), ~100 bytes more in a task every replica keeps.
+#[allow(clippy::manual_async_fn)] // on purpose, see above
 pub(super) fn watch_leadership(
     raft: QueueRaftHandle,
     shared: Arc<Shared>,

@@ -147,6 +147,7 @@ where
 {
     /// A plain function returning an `async move` block: an `async fn`
     /// would keep `self` twice in the state each stream holds.
+    #[allow(clippy::manual_async_fn)] // on purpose, see above
     fn next_answer(
         mut self,
     ) -> impl std::future::Future<Output = Option<(Answer<C>, Self)>> + Send + 's
