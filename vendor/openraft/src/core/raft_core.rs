@@ -1353,9 +1353,6 @@ where
             // In each loop, the first step is blocking waiting for any message from any channel.
             // Then if there is any message, process as many as possible to maximize throughput.
 
-            // ramqp: the select's result lives in this block only: kept in scope across the pass
-            // below, its 160 bytes stayed reserved in the future every group keeps while it waits.
-            {
             // Check shutdown first so that a message flood in `tx_api` won't block shutting down.
             let selected = C::select4(
                 &mut rx_shutdown,
@@ -1394,7 +1391,6 @@ where
                     msg_res?;
                 }
             };
-            }
 
             // ramqp: the work of a pass boxed, one allocation a pass: its
             // awaits reach ~1.9 KiB of state, which the core task's future
