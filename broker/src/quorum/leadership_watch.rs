@@ -238,13 +238,13 @@ pub(super) fn watch_leadership(
             if wait != Wait::EveryTurn {
                 drop(server.borrow_and_update());
             }
-            // The same task serves the state machine's snapshot requests: it
-            // holds the Raft handle and ends with the group. The wait lives
-            // across them: begun again, it would miss a server change it had
-            // taken before its full metrics came.
-            // Boxed, one allocation a turn: its serving wait (a timer beside the
-            // server metrics) inline was a third of the future every replica
-            // keeps.
+            // The same task serves the state machine's snapshot requests and
+            // starts the dead-letter sender: it holds the Raft handle and ends
+            // with the group. The wait for the next turn lives across them:
+            // begun again, it would miss a server change it had taken before
+            // its full metrics came. It is boxed, one allocation a turn: its
+            // serving wait (a timer beside the server metrics) inline was a
+            // third of the future every replica keeps.
             let mut turn = Box::pin(next_turn(&mut metrics, &mut server, wait));
             loop {
                 tokio::select! {
