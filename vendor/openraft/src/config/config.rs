@@ -224,6 +224,19 @@ pub struct Config {
     #[cfg_attr(feature = "clap", clap(long, default_value = "0"))]
     pub heartbeat_min_interval: Option<u64>,
 
+    // ramqp: added.
+    /// How long a heartbeat waits for the follower's answer, in milliseconds.
+    ///
+    /// The answer acknowledges the leader as of the heartbeat's sending time, so it counts for
+    /// the leader lease whenever it comes within the lease. A heartbeat worker sends one
+    /// heartbeat at a time: a follower slower than this time-out (one busy with many groups'
+    /// elections) acknowledges none, though it answers each one, and the leader's lease runs
+    /// out while the follower follows it.
+    ///
+    /// Defaults to `heartbeat_interval` if not specified.
+    #[cfg_attr(feature = "clap", clap(long))]
+    pub heartbeat_timeout: Option<u64>,
+
     /// The timeout for sending then installing the last snapshot segment,
     /// in millisecond. It is also used as the timeout for sending a non-last segment if
     /// `send_snapshot_timeout` is 0.
@@ -617,6 +630,7 @@ impl Default for Config {
             election_timeout_max: DEFAULTS.election_timeout_max,
             heartbeat_interval: DEFAULTS.heartbeat_interval,
             heartbeat_min_interval: Some(DEFAULTS.heartbeat_min_interval),
+            heartbeat_timeout: None,
             install_snapshot_timeout: DEFAULTS.install_snapshot_timeout,
             send_snapshot_timeout: DEFAULTS.send_snapshot_timeout,
             max_payload_entries: DEFAULTS.max_payload_entries,
@@ -749,6 +763,13 @@ impl Config {
     /// Defaults to 0 if not specified, meaning heartbeat suppression is disabled.
     pub(crate) fn heartbeat_min_interval(&self) -> u64 {
         self.heartbeat_min_interval.unwrap_or(0)
+    }
+
+    // ramqp: added.
+    /// How long a heartbeat waits for its answer: `heartbeat_timeout`, or `heartbeat_interval`
+    /// if not specified.
+    pub(crate) fn heartbeat_timeout(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_timeout.unwrap_or(self.heartbeat_interval))
     }
 
     /// Get the interval in milliseconds at which the tick loop fires.

@@ -1555,7 +1555,11 @@ where
         let vote = vote_req.vote.clone();
         let id = self.id.clone();
         let tx = self.tx_notification.clone();
-        let ttl = Duration::from_millis(self.config.election_timeout_min);
+        // ramqp: `election_timeout_max` (was `election_timeout_min`). A candidate stays in its
+        // round for its whole election time-out (up to the max), and a grant that comes within
+        // the round wins it; dropped at the min, a loaded voter's grant was lost, the voter
+        // waited for that candidate, and the candidate campaigned again a time-out later.
+        let ttl = Duration::from_millis(self.config.election_timeout_max);
 
         self.broadcast_to_voters(ttl, |target, mut client, option| {
             let req = vote_req.clone();

@@ -1,6 +1,5 @@
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt;
 
@@ -110,7 +109,8 @@ where
     // ramqp: the end of `do_run`'s loop, moved unchanged.
     async fn send_one(&mut self, heartbeat: HeartbeatEvent<C>) -> Result<(), Stopped> {
         {
-            let timeout = Duration::from_millis(self.config.heartbeat_interval);
+            // ramqp: `Config::heartbeat_timeout` (was `heartbeat_interval`).
+            let timeout = self.config.heartbeat_timeout();
             let option = RPCOption::new(timeout);
 
             let payload = AppendEntriesRequest {
@@ -297,6 +297,80 @@ mod tests {
             let output: BoxStream<'s, _> = Box::pin(output);
             Box::pin(async move { Ok(output) })
         }
+    }
+
+    // ramqp: added with `Config::heartbeat_timeout`.
+    /// A network that answers each heartbeat `delay` after it is asked.
+    struct SlowNetwork {
+        delay: std::time::Duration,
+    }
+
+    impl NetStreamAppend<C> for SlowNetwork {
+        fn stream_append<'s, S>(
+            &'s mut self,
+            input: S,
+            _option: RPCOption,
+        ) -> BoxFuture<'s, Result<BoxStream<'s, Result<StreamAppendResult<C>, RPCError<C>>>, RPCError<C>>>
+        where
+            S: Stream<Item = AppendEntriesRequest<C>> + OptionalSend + Unpin + 'static,
+        {
+            let delay = self.delay;
+            let output = input.then(move |_request| async move {
+                C::sleep(delay).await;
+                Ok(Ok(None))
+            });
+            let output: BoxStream<'s, _> = Box::pin(output);
+            Box::pin(async move { Ok(output) })
+        }
+    }
+
+    /// Whether a worker whose follower answers 150 ms after each heartbeat (3 heartbeat
+    /// intervals of the default config) reports the answer, with `heartbeat_timeout` set to
+    /// `timeout`.
+    async fn slow_answer_reported(timeout: Option<u64>) -> bool {
+        let (tx_notification, mut rx_notification) = C::mpsc(16);
+        let (_tx_shutdown, rx_shutdown) = C::oneshot();
+        let (tx_event, rx_event) = C::watch_channel(None);
+        let config = Config {
+            heartbeat_timeout: timeout,
+            ..Config::default()
+        };
+        let worker = HeartbeatWorker::<C, _> {
+            id: 1,
+            leader_vote: Vote::<UTLeaderId>::new(1, 1).to_committed(),
+            stream_id: StreamId::new(1),
+            rx: rx_event,
+            network: SlowNetwork {
+                delay: std::time::Duration::from_millis(150),
+            },
+            target: 2,
+            node: (),
+            config: Arc::new(config),
+            tx_notification,
+        };
+        C::spawn(Box::new(worker).do_run(rx_shutdown));
+        let heartbeat = HeartbeatEvent {
+            time: SendStamp::new(C::now(), 1),
+            matching: None,
+            cluster_committed: None,
+        };
+        tx_event.send(Some(heartbeat)).unwrap();
+        let waited = C::timeout(std::time::Duration::from_millis(600), rx_notification.recv()).await;
+        matches!(waited, Ok(Some(Notification::HeartbeatProgress { .. })))
+    }
+
+    #[test]
+    fn test_heartbeat_answer_later_than_interval_counts_within_heartbeat_timeout() {
+        C::run(async {
+            assert!(slow_answer_reported(Some(1_000)).await);
+        });
+    }
+
+    #[test]
+    fn test_heartbeat_answer_later_than_interval_is_dropped_by_default() {
+        C::run(async {
+            assert!(!slow_answer_reported(None).await);
+        });
     }
 
     #[test]
