@@ -162,6 +162,14 @@ impl QuorumNode {
             heartbeat_interval: config.heartbeat_interval_ms,
             election_timeout_min: config.election_timeout_min_ms,
             election_timeout_max: config.election_timeout_max_ms,
+            // A heartbeat's answer acknowledges the leader as of its
+            // sending, so it counts as long as it comes within the
+            // check-quorum window (`leadership_watch.rs`): wait that long.
+            // openraft's default, a heartbeat interval, lost every answer
+            // of a follower busy with thousands of elections after a node
+            // died, and leaders it followed stopped serving for want of
+            // acknowledgements it had sent.
+            heartbeat_timeout: Some(config.election_timeout_max_ms),
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every_entries),
             max_in_snapshot_log_to_keep: config.log_entries_kept_after_snapshot,
             // openraft's 200 ms applies to every chunk of a snapshot transfer,
