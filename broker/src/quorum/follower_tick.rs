@@ -27,6 +27,9 @@
 //! - a leader goes without the tick, and the driver triggers its
 //!   heartbeat at each visit (`Trigger::heartbeat`), which is all a
 //!   leader's tick does (`RaftCore::handle_tick`);
+//! - a follower that granted its vote to a candidate whose node is alive
+//!   goes without the tick for a while, waiting for that candidate to
+//!   lead (`vote_guard.rs`);
 //! - any other replica (candidate, learner, a follower that lost touch)
 //!   ticks. One that becomes candidate gets its tick back at once
 //!   (`leadership_watch.rs`).
@@ -57,6 +60,11 @@ use crate::raft::GroupId;
 /// for a live leader it has not heard from yet (20 s by default: a node
 /// opens 10,000 groups in about that, and its peers wake theirs for it).
 const STARTUP_WAIT_TIMEOUTS: u32 = 20;
+
+/// How many longest election time-outs after granting its vote a
+/// follower waits for the candidate to lead, its node alive, before it
+/// campaigns itself (`vote_guard.rs`).
+const GRANT_WAIT_TIMEOUTS: u64 = 2;
 
 /// The slots a heartbeat interval is cut into.
 const SLOTS: u64 = 8;
@@ -99,13 +107,7 @@ enum Needs {
 /// in its current incarnation, goes without the tick though the leader
 /// has stopped heartbeating; one whose leader is lost ticks again when
 /// `quiet::may_elect` says so.
-fn needs(
-    queue: &QuorumQueue,
-    me: NodeId,
-    fresh: Duration,
-    election_min: Duration,
-    liveness: &PeerLiveness,
-) -> Needs {
+fn needs(queue: &QuorumQueue, me: NodeId, timings: &Timings, liveness: &PeerLiveness) -> Needs {
     let metrics = queue.raft.metrics();
     let m = metrics.borrow_watched();
     let leader = match (m.state, m.current_leader) {
@@ -119,12 +121,32 @@ fn needs(
         // replica that has known no leader since it opened: a deposed
         // leader holds the vote of the candidate that deposed it, maybe
         // one whose log is too short to win, and must campaign itself.
+        // And never one this replica refused for a shorter log: a replica
+        // whose own campaign was refused takes the higher vote the refusal
+        // named, maybe that of a candidate it had refused (a 3-node group
+        // waited 12 s on such a candidate, both other replicas holding its
+        // vote, in `quorum_lost_writes`).
         (ServerState::Follower, None)
             if !m.vote.is_committed()
                 && m.vote.leader_id().node_id != me
-                && queue.leader_changes() == 0 =>
+                && queue.leader_changes() == 0
+                && !queue.candidate_behind(m.vote.leader_id().node_id) =>
         {
             m.vote.leader_id().node_id
+        }
+        // A vote this replica granted to a live candidate: it waits for
+        // that candidate to lead rather than campaign (`vote_guard.rs`).
+        (ServerState::Follower, None)
+            if !m.vote.is_committed()
+                && m.vote.leader_id().node_id != me
+                && queue.awaits_granted(
+                    m.vote.leader_id().node_id,
+                    m.vote.leader_id().term,
+                    liveness,
+                    timings.grant_wait,
+                ) =>
+        {
+            return Needs::Nothing { settled: false };
         }
         _ => return Needs::Tick,
     };
@@ -136,13 +158,14 @@ fn needs(
     let heard = queue.heard_contact().filter(|(heard, _)| *heard == leader);
     let vouched = heard.is_some_and(|(_, age)| liveness.vouch(leader, age).is_some());
     let knows = match heard {
-        Some((_, age)) => age < fresh || vouched,
+        Some((_, age)) => age < timings.fresh || vouched,
         // Not heard since this node started: the leader wakes its quiet
         // groups for this node's new incarnation; wait for it a while.
-        None => liveness.awaited(leader, election_min * STARTUP_WAIT_TIMEOUTS),
+        None => liveness.awaited(leader, timings.election_min * STARTUP_WAIT_TIMEOUTS),
     };
     let name = queue.address().name();
-    if knows || !super::quiet::may_elect(name, voters(), leader, me, liveness, election_min) {
+    let elect = super::quiet::may_elect(name, voters(), leader, me, liveness, timings.election_min);
+    if knows || !elect {
         Needs::Nothing { settled: vouched }
     } else {
         Needs::Tick
@@ -168,8 +191,11 @@ fn slot_of(group: GroupId) -> usize {
 /// interval each, spread over [`SLOTS`] slots, until the node is dropped.
 pub(super) fn spawn(node: Weak<QuorumNode>, config: &openraft::Config) {
     let period = Duration::from_millis((config.heartbeat_interval / SLOTS).max(1));
-    let fresh = fresh_window(config);
-    let election_min = Duration::from_millis(config.election_timeout_min);
+    let timings = Timings {
+        fresh: fresh_window(config),
+        election_min: Duration::from_millis(config.election_timeout_min),
+        grant_wait: Duration::from_millis(config.election_timeout_max * GRANT_WAIT_TIMEOUTS),
+    };
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(period);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -200,8 +226,7 @@ pub(super) fn spawn(node: Weak<QuorumNode>, config: &openraft::Config) {
             }
             let visit = Visit {
                 node: &node,
-                fresh,
-                election_min,
+                timings: &timings,
             };
             round[slot].retain(|group| {
                 let keep = visit.visit(*group);
@@ -231,11 +256,21 @@ fn log_changes(before: &[(NodeId, bool, Instant)], after: &[(NodeId, bool, Insta
     }
 }
 
+/// The driver's durations, from the Raft configuration.
+struct Timings {
+    /// [`fresh_window`].
+    fresh: Duration,
+    /// The shortest election time-out.
+    election_min: Duration,
+    /// How long after granting its vote a follower waits for the
+    /// candidate to lead (`vote_guard.rs`).
+    grant_wait: Duration,
+}
+
 /// One pass of the driver.
 struct Visit<'a> {
     node: &'a QuorumNode,
-    fresh: Duration,
-    election_min: Duration,
+    timings: &'a Timings,
 }
 
 impl Visit<'_> {
@@ -260,13 +295,7 @@ impl Visit<'_> {
             return false;
         }
         let me = self.node.node_id();
-        let needs = needs(
-            &queue,
-            me,
-            self.fresh,
-            self.election_min,
-            &self.node.liveness,
-        );
+        let needs = needs(&queue, me, self.timings, &self.node.liveness);
         let settled = match needs {
             Needs::Tick => {
                 queue.raft.runtime_config().tick(true);

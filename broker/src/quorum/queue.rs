@@ -49,7 +49,7 @@ pub struct QuorumQueue {
     /// The node's resource alarm: no new publisher credit while raised.
     alarm: Arc<ResourceAlarm>,
     /// When this replica last took an AppendEntries from its leader.
-    contact: LeaderContact,
+    pub(super) contact: LeaderContact,
     /// Whether the policy has a reject-publish limit: without one, asking
     /// for credit takes no lock for it (`length_limit.rs`).
     pub(super) rejects_publish: std::sync::atomic::AtomicBool,

@@ -134,7 +134,9 @@ impl QuorumNode {
                 if queue.refuses_vote(&request) {
                     encode(&queue.refusal().await)
                 } else {
-                    encode(&raft.vote(request).await)
+                    let answer = raft.vote(request.clone()).await;
+                    queue.note_vote_answer(&request, &answer);
+                    encode(&answer)
                 }
             }
             RpcKind::InstallSnapshot => {

@@ -17,13 +17,31 @@
 //! leader is left to openraft on purpose: a node cut from the leader
 //! alone campaigns with ever higher terms while the cut lasts, and once
 //! it heals, the leader granting it (one election) is how the group
-//! settles; refused there too, it would campaign for ever. This file
-//! knows nothing of the RPC's transport.
+//! settles; refused there too, it would campaign for ever.
+//!
+//! The other side of a vote: a follower that granted its vote to a
+//! candidate whose node is alive waits for that candidate to lead (its
+//! first AppendEntries) instead of campaigning at its own election
+//! time-out, for up to two longest election time-outs after the grant
+//! (`follower_tick.rs`). The candidate's log is at least as long as the
+//! follower's (openraft grants only then), so with that vote it can win,
+//! and would have, but for the load: after a node died at 10,000 queues,
+//! each survivor granted thousands of votes and had thousands of
+//! elections of its own to finish; a follower whose new leader's first
+//! AppendEntries came later than its time-out campaigned, deposed that
+//! leader without winning (its log lacked the leader's first entry) and
+//! the group waited for another election. A candidate this replica
+//! refused for a log shorter than its own is never waited for, whatever
+//! vote the replica holds: it cannot win with this replica's vote. This
+//! file knows nothing of the RPC's transport.
 
 use openraft::async_runtime::watch::WatchReceiver;
 use openraft::raft::{VoteRequest, VoteResponse};
 use openraft::ServerState;
 
+use std::time::Duration;
+
+use super::peer_liveness::PeerLiveness;
 use super::queue::QuorumQueue;
 use super::types::QueueRaft;
 use crate::net::NodeId;
@@ -75,6 +93,47 @@ impl QuorumQueue {
                 .is_some_and(|l| l.vouch(leader, age).is_some())
     }
 
+    /// Note what this replica answered to `request`: a granted vote is
+    /// the leader it waits for next; a refusal for a shorter log, a
+    /// candidate it must not wait for.
+    pub(super) fn note_vote_answer(
+        &self,
+        request: &VoteRequest<QueueRaft>,
+        answer: &Result<VoteResponse<QueueRaft>, openraft::error::RaftError<QueueRaft>>,
+    ) {
+        let candidate = request.vote.leader_id().node_id;
+        match answer {
+            Ok(response) if response.vote_granted => {
+                self.contact
+                    .note_grant(candidate, request.vote.leader_id().term);
+            }
+            Ok(response) if response.last_log_id > request.last_log_id => {
+                self.contact.note_behind(candidate);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether this replica refused `candidate` for a shorter log since it
+    /// last granted it a vote.
+    pub(super) fn candidate_behind(&self, candidate: NodeId) -> bool {
+        self.contact.is_behind(candidate)
+    }
+
+    /// Whether this replica granted its vote for `term` to `candidate`
+    /// less than `wait` ago, in the current incarnation of the
+    /// candidate's node, which is alive: it waits for that candidate to
+    /// lead (the rule above).
+    pub(super) fn awaits_granted(
+        &self,
+        candidate: NodeId,
+        term: u64,
+        liveness: &PeerLiveness,
+        wait: Duration,
+    ) -> bool {
+        awaits(self.contact.last_grant(), candidate, term, liveness, wait)
+    }
+
     /// The refusal: this replica's vote and last log id, not granted.
     pub(super) async fn refusal(
         &self,
@@ -85,5 +144,53 @@ impl QuorumQueue {
             })
             .await
             .map_err(openraft::error::RaftError::Fatal)
+    }
+}
+
+/// [`QuorumQueue::awaits_granted`] on `grant`, the replica's last granted
+/// vote (candidate, term, age).
+fn awaits(
+    grant: Option<(NodeId, u64, Duration)>,
+    candidate: NodeId,
+    term: u64,
+    liveness: &PeerLiveness,
+    wait: Duration,
+) -> bool {
+    grant.is_some_and(|(granted, granted_term, age)| {
+        granted == candidate
+            && granted_term == term
+            && age < wait
+            && liveness.vouch(candidate, age).is_some()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_granted_candidate_is_awaited_while_its_node_lives_and_for_a_while() {
+        let live = PeerLiveness::new(Duration::from_millis(1000));
+        let wait = Duration::from_secs(6);
+        live.heard(3, 1, true);
+        tokio::time::advance(Duration::from_millis(200)).await;
+        live.heard(3, 1, true);
+        let now = Some((3, 5, Duration::ZERO));
+        assert!(awaits(now, 3, 5, &live, wait));
+        assert!(!awaits(None, 3, 5, &live, wait), "no vote granted");
+        assert!(!awaits(now, 2, 5, &live, wait), "granted to another node");
+        assert!(!awaits(now, 3, 6, &live, wait), "granted in another term");
+        let old = Some((3, 5, Duration::from_millis(100)));
+        assert!(awaits(old, 3, 5, &live, Duration::from_millis(150)));
+        assert!(
+            !awaits(old, 3, 5, &live, Duration::from_millis(100)),
+            "waited long enough"
+        );
+        // Granted before the candidate's node was first heard in this incarnation.
+        let before = Some((3, 5, Duration::from_millis(300)));
+        assert!(!awaits(before, 3, 5, &live, wait));
+        // The candidate's node lost.
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        assert!(!awaits(now, 3, 5, &live, wait));
     }
 }
