@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 import sys,glob,re,os,collections
 # terms.py SCRAPEDIR KILL_EPOCH_MS DEAD_NODE : term deltas of each group across the kill
 d,kill,dead=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])
