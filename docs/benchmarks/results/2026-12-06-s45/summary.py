@@ -6,7 +6,8 @@ highest count before the end and the lowest after it (0: the count only rose).""
 import glob, json, os, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
-for path in sorted(glob.glob(os.path.join(here, '*-10000.json')), key=os.path.getmtime):
+paths = glob.glob(os.path.join(here, '*-10000.json')) + glob.glob(os.path.join(here, '*-1000.json'))
+for path in sorted(paths, key=os.path.getmtime):
     try:
         d = json.load(open(path))
     except ValueError:
