@@ -113,40 +113,38 @@ fn needs(queue: &QuorumQueue, me: NodeId, timings: &Timings, liveness: &PeerLive
     let leader = match (m.state, m.current_leader) {
         (ServerState::Leader, Some(leader)) if leader == me => return Needs::Heartbeats,
         (ServerState::Follower, Some(leader)) if leader != me => leader,
-        // A vote granted but not yet committed here names the node that
-        // asked for it: a replica stopped right after it handed its
-        // leadership away wakes with the new leader's vote and no leader.
-        // It waits for that leader as for one it knew (below), instead of
-        // campaigning against it at its first election time-out. Only a
-        // replica that has known no leader since it opened: a deposed
-        // leader holds the vote of the candidate that deposed it, maybe
-        // one whose log is too short to win, and must campaign itself.
-        // And never one this replica refused for a shorter log: a replica
-        // whose own campaign was refused takes the higher vote the refusal
-        // named, maybe that of a candidate it had refused (a 3-node group
-        // waited 12 s on such a candidate, both other replicas holding its
-        // vote, in `quorum_lost_writes`).
+        // A vote not yet committed here names the node that asked for it.
         (ServerState::Follower, None)
-            if !m.vote.is_committed()
-                && m.vote.leader_id().node_id != me
-                && queue.leader_changes() == 0
-                && !queue.candidate_behind(m.vote.leader_id().node_id) =>
+            if !m.vote.is_committed() && m.vote.leader_id().node_id != me =>
         {
-            m.vote.leader_id().node_id
-        }
-        // A vote this replica granted to a live candidate: it waits for
-        // that candidate to lead rather than campaign (`vote_guard.rs`).
-        (ServerState::Follower, None)
-            if !m.vote.is_committed()
-                && m.vote.leader_id().node_id != me
-                && queue.awaits_granted(
-                    m.vote.leader_id().node_id,
-                    m.vote.leader_id().term,
-                    liveness,
-                    timings.grant_wait,
-                ) =>
-        {
-            return Needs::Nothing { settled: false };
+            let candidate = m.vote.leader_id().node_id;
+            // A replica stopped right after it handed its leadership away
+            // wakes with the new leader's vote and no leader. It waits for
+            // that leader as for one it knew (below), instead of
+            // campaigning against it at its first election time-out. Only
+            // a replica that has known no leader since it opened: a deposed
+            // leader holds the vote of the candidate that deposed it, maybe
+            // one whose log is too short to win, and must campaign itself.
+            // And never one this replica refused for a shorter log: a
+            // replica whose own campaign was refused takes the higher vote
+            // the refusal named, maybe that of a candidate it had refused (a
+            // 3-node group waited 12 s on such a candidate, both other
+            // replicas holding its vote, in `quorum_lost_writes`).
+            if queue.leader_changes() == 0 && !queue.candidate_behind(candidate) {
+                candidate
+            } else if queue.awaits_granted(
+                candidate,
+                m.vote.leader_id().term,
+                liveness,
+                timings.grant_wait,
+            ) {
+                // A vote this replica granted to a live candidate: it waits
+                // for that candidate to lead rather than campaign
+                // (`vote_guard.rs`).
+                return Needs::Nothing { settled: false };
+            } else {
+                return Needs::Tick;
+            }
         }
         _ => return Needs::Tick,
     };
