@@ -7,8 +7,9 @@
 //! queue it led gets a new leader within the election time-out although
 //! its followers had not heard from it for seconds (node-level liveness,
 //! `quorum/peer_liveness.rs`), and the queues it did not lead keep their
-//! leaders; with it down the survivors' groups go quiet again, and once
-//! it restarts they wake, bring it up to date and go quiet.
+//! leaders; with it down the survivors' groups go quiet again and their
+//! streams to it wait for it instead of retrying, and once it restarts
+//! they wake, bring it up to date and go quiet.
 
 use crate::common;
 
@@ -227,6 +228,29 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         "every queue quiet with a node down",
     )
     .await;
+    // Meanwhile each leader's stream to the dead node waits for it to be
+    // heard again (`raft::PeerReach`) instead of failing and being retried
+    // every second: over a window shorter than a wait's bound (10 s), at
+    // most one new wait per group.
+    let waits = |c: &Cluster| {
+        others
+            .iter()
+            .map(|id| c.node(*id).unwrap().quorum().lost_peer_waits())
+            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y))
+    };
+    let (started, _) = waits(&cluster);
+    assert!(started > 0, "no stream waited for the lost node");
+    let window = Duration::from_secs(4);
+    holds_for(window, "every queue stays quiet with a node down", || {
+        (0..QUEUES).all(|i| quiet_for(&cluster, i, heartbeat * 4))
+    })
+    .await;
+    let (later, _) = waits(&cluster);
+    assert!(
+        later - started <= QUEUES as u64,
+        "{} new waits for the lost node in {window:?} ({QUEUES} groups): streams retried",
+        later - started
+    );
     // Back, the node's new incarnation wakes its groups: their leaders
     // bring its replicas up to date (the quiet rule wants it to hold the
     // last entry) and go quiet again, and it serves what it missed.
@@ -240,6 +264,9 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         "every queue quiet after the restart",
     )
     .await;
+    // The streams that waited for it went on when it was heard again.
+    let (_, woken) = waits(&cluster);
+    assert!(woken > 0, "no wait for the lost node ended at its return");
     let out = consume_at_least(addr(&cluster, victim), &name(1), 1, Duration::from_secs(20)).await;
     assert!(
         out.contains(&"while down".to_string()),

@@ -429,7 +429,8 @@ impl QuorumNode {
             name.to_owned(),
             SNAPSHOT_CHUNK_BYTES as usize,
             self.config.append_pipeline_depth,
-        );
+        )
+        .with_reach(self.liveness.clone());
         let raft = Raft::build(
             self.node_id,
             self.raft_config.clone(),

@@ -48,6 +48,7 @@ pub use group::{group_id, GroupId, RESERVED_GROUP_ID};
 pub(crate) use leadership::{MetricsWatch, ServerMetricsWatch};
 pub(crate) use lean_mpsc::pop_trimmed;
 pub use lean_runtime::LeanRuntime;
+pub(crate) use network::PeerReach;
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
 pub(crate) use snapshot_stream::{SnapshotChunk, SnapshotReceiver, SnapshotSink};

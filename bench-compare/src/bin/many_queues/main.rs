@@ -23,7 +23,10 @@
 //!    from 6 is openraft's leader lease: a follower campaigns only after
 //!    the lease (election_timeout_max) and an election time-out since it
 //!    last heard its leader; in a quiet group that is long past, and node
-//!    liveness tells the successor its leader is gone.
+//!    liveness tells the successor its leader is gone;
+//! 8. the two survivors idle with that node still down: their CPU over
+//!    `--idle-secs` after `--settle-secs` (every group led, the dead
+//!    node's replicas unreachable), and the elections meanwhile.
 
 #![forbid(unsafe_code)]
 
@@ -440,7 +443,16 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
         started,
         &format!("node {victim} killed while quiet ({quiet} of {n} quiet): all led again in {failover_s:.1} s"),
     );
+    let degraded = idle_with_a_node_down(args, cluster, &others).await?;
+    log(
+        started,
+        &format!(
+            "idle with node {victim} down: {:?} % of a core, {} elections",
+            degraded["cpu_pct_of_core_per_node"], degraded["elections"]
+        ),
+    );
     Ok(json!({
+        "idle_with_the_node_down": degraded,
         "all_quiet_after_restart_s": round2(quiet_after_s),
         "quiet_secs": args.quiet_secs,
         "poll_ms": args.poll_ms,
@@ -451,6 +463,36 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
         "failover_all_led_s": round2(failover_s),
         "led_by_the_others_over_time": led_over,
         "survivors_store": store,
+    }))
+}
+
+/// Phase 8: the survivors of phase 7 idle, the dead node still down:
+/// after `--settle-secs`, their CPU over `--idle-secs` and the elections
+/// in that window. A group whose follower's node is lost still has a
+/// replication stream to it; what that costs while nothing is written
+/// is what this measures.
+async fn idle_with_a_node_down(args: &Args, cluster: &Cluster, others: &[u64]) -> Result<Value> {
+    tokio::time::sleep(Duration::from_secs(args.settle_secs)).await;
+    let before = scrape_all(cluster, others).await?;
+    let pids: Vec<u32> = others.iter().filter_map(|id| cluster.pid(*id)).collect();
+    let cpu0: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
+    let cpu1: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
+    let window = t0.elapsed().as_secs_f64();
+    let after = scrape_all(cluster, others).await?;
+    let tick = ticks_per_second();
+    let pct: Vec<f64> = cpu0
+        .iter()
+        .zip(&cpu1)
+        .map(|(a, b)| round2((b - a) as f64 / tick / window * 100.0))
+        .collect();
+    Ok(json!({
+        "settle_s": args.settle_secs,
+        "window_s": round2(window),
+        "cpu_pct_of_core_per_node": pct,
+        "cpu_pct_of_core_total": round2(pct.iter().sum()),
+        "elections": cluster::elections(&before, &after),
     }))
 }
 
