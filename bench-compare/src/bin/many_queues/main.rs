@@ -447,7 +447,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     log(
         started,
         &format!(
-            "idle with node {victim} down: {:?} % of a core, {} elections",
+            "idle with node {victim} down: {} % of a core, {} elections",
             degraded["cpu_pct_of_core_per_node"], degraded["elections"]
         ),
     );
