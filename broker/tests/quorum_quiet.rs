@@ -230,7 +230,7 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
     .await;
     // Meanwhile each leader's stream to the dead node waits for it to be
     // heard again (`raft::PeerReach`) instead of failing and being retried
-    // every second: over a window shorter than a wait's bound (10 s), at
+    // every second: over a window shorter than a wait's bound (30 s), at
     // most one new wait per group.
     let waits = |c: &Cluster| {
         others

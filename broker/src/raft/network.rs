@@ -44,11 +44,14 @@ use super::{GroupId, RpcKind};
 use crate::net::{Envelope, NodeId, NodeTransport, TransportError};
 
 /// How long a stream to a peer whose node is known lost waits for it to
-/// be heard again before it is tried anyway. A bound, not a retry
-/// interval: the wait ends when the node is heard. It bounds how long a
-/// stream's task outlives a leadership lost meanwhile (openraft cancels a
-/// stream between two requests, not in this wait).
-pub(crate) const LOST_HOLD: Duration = Duration::from_secs(10);
+/// be heard again before it is tried anyway. The wait ends when the node
+/// is heard; the bound is for a peer the liveness gives up while Raft's
+/// calls would reach it, and for how long a stream's task outlives a
+/// leadership lost meanwhile (openraft cancels a stream between two
+/// requests, not in this wait). Every wait that runs out costs one failed
+/// attempt: with 10 s, 10,000 groups with a node down still spent ~3% of
+/// a core on those.
+pub(crate) const LOST_HOLD: Duration = Duration::from_secs(30);
 
 /// What the layer above knows of whether a peer's node can be reached.
 pub(crate) trait PeerReach: Send + Sync {
