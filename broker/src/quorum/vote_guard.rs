@@ -9,8 +9,11 @@
 //!
 //! Refused here: a vote request that is not a leadership transfer (those
 //! the leader itself asked for) at a follower whose leader, not the
-//! candidate, has its node alive and was heard in that node's current
-//! incarnation (`peer_liveness::vouch`).
+//! candidate, has its node alive, heard within two probe intervals, and
+//! was heard in that node's current incarnation
+//! (`PeerLiveness::vouch_fresh`: a survivor that had not yet noticed its
+//! leader's death refused the successor's first request, and the group
+//! waited an election time-out).
 //!
 //! Any other replica votes as openraft decides: one whose leader is lost
 //! or restarted, one that knows no leader, and the leader itself. The
@@ -79,8 +82,9 @@ impl QuorumQueue {
         refused
     }
 
-    /// Whether `leader`'s node is alive and this replica heard it in that
-    /// node's current incarnation.
+    /// Whether `leader`'s node is alive, heard lately, and this replica
+    /// heard it in that node's current incarnation
+    /// (`PeerLiveness::vouch_fresh`).
     fn leader_vouched(&self, leader: NodeId) -> bool {
         let Some((heard, age)) = self.heard_contact() else {
             return false;
@@ -90,7 +94,7 @@ impl QuorumQueue {
                 .shared
                 .quiet
                 .liveness()
-                .is_some_and(|l| l.vouch(leader, age).is_some())
+                .is_some_and(|l| l.vouch_fresh(leader, age))
     }
 
     /// Note what this replica answered to `request`: a granted vote is
