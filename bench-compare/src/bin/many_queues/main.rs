@@ -258,22 +258,11 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
         .map(|l| (*l as f64 - fair).abs() / fair)
         .fold(0.0, f64::max);
 
-    tokio::time::sleep(Duration::from_secs(args.settle_secs)).await;
-    let before = scrape_all(cluster, &all).await?;
-    let tick = ticks_per_second();
-    let pids: Vec<u32> = all.iter().filter_map(|id| cluster.pid(*id)).collect();
-    let cpu0: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
-    let t0 = Instant::now();
-    tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
-    let cpu1: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
-    let window = t0.elapsed().as_secs_f64();
-    let after = scrape_all(cluster, &all).await?;
-    let idle_elections = cluster::elections(&before, &after);
-    let idle_cpu_pct: Vec<f64> = cpu0
-        .iter()
-        .zip(&cpu1)
-        .map(|(a, b)| round2((b - a) as f64 / tick / window * 100.0))
-        .collect();
+    let Idle {
+        pct: idle_cpu_pct,
+        window,
+        elections: idle_elections,
+    } = idle_window(args, cluster, &all).await?;
     let idle_total: f64 = idle_cpu_pct.iter().sum();
     let rss_full = rss_all(cluster)?;
     let per_group_kib: Vec<f64> = rss_full
@@ -472,28 +461,49 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
 /// replication stream to it; what that costs while nothing is written
 /// is what this measures.
 async fn idle_with_a_node_down(args: &Args, cluster: &Cluster, others: &[u64]) -> Result<Value> {
+    let idle = idle_window(args, cluster, others).await?;
+    Ok(json!({
+        "settle_s": args.settle_secs,
+        "window_s": round2(idle.window),
+        "cpu_pct_of_core_per_node": idle.pct,
+        "cpu_pct_of_core_total": round2(idle.pct.iter().sum()),
+        "elections": idle.elections,
+    }))
+}
+
+/// What the nodes did in an idle window.
+struct Idle {
+    /// CPU of each node, % of one core.
+    pct: Vec<f64>,
+    /// The window's length, seconds.
+    window: f64,
+    /// Elections in it (growth of each group's highest term).
+    elections: u64,
+}
+
+/// After `--settle-secs`, the nodes `ids` over `--idle-secs`: their CPU
+/// (/proc utime+stime) and the elections meanwhile.
+async fn idle_window(args: &Args, cluster: &Cluster, ids: &[u64]) -> Result<Idle> {
     tokio::time::sleep(Duration::from_secs(args.settle_secs)).await;
-    let before = scrape_all(cluster, others).await?;
-    let pids: Vec<u32> = others.iter().filter_map(|id| cluster.pid(*id)).collect();
+    let before = scrape_all(cluster, ids).await?;
+    let pids: Vec<u32> = ids.iter().filter_map(|id| cluster.pid(*id)).collect();
     let cpu0: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(args.idle_secs)).await;
     let cpu1: Vec<u64> = pids.iter().map(|p| cpu_ticks(*p)).collect::<Result<_>>()?;
     let window = t0.elapsed().as_secs_f64();
-    let after = scrape_all(cluster, others).await?;
+    let after = scrape_all(cluster, ids).await?;
     let tick = ticks_per_second();
-    let pct: Vec<f64> = cpu0
+    let pct = cpu0
         .iter()
         .zip(&cpu1)
         .map(|(a, b)| round2((b - a) as f64 / tick / window * 100.0))
         .collect();
-    Ok(json!({
-        "settle_s": args.settle_secs,
-        "window_s": round2(window),
-        "cpu_pct_of_core_per_node": pct,
-        "cpu_pct_of_core_total": round2(pct.iter().sum()),
-        "elections": cluster::elections(&before, &after),
-    }))
+    Ok(Idle {
+        pct,
+        window,
+        elections: cluster::elections(&before, &after),
+    })
 }
 
 fn round2(x: f64) -> f64 {
