@@ -352,5 +352,7 @@ impl QuorumNode {
                 tracing::warn!(queue = %queue.address(), %error, "raft shutdown");
             }
         }
+        // Streams waiting on a lost peer end now, releasing the log store.
+        self.liveness.close();
     }
 }

@@ -33,6 +33,7 @@ mod index;
 mod leader_contact;
 mod leadership_watch;
 mod length_limit;
+mod lost_peer_wait;
 mod node;
 mod node_faults;
 mod node_policies;

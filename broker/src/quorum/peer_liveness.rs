@@ -16,11 +16,11 @@
 //! asker's id and boot id; the answer the answerer's boot id and whether
 //! its log store works, so both sides learn of a restart at once.
 //!
-//! The groups' replication streams ask it too (`raft::PeerReach`): a
-//! stream to a peer known lost waits until a lost peer is heard again.
+//! The groups' replication streams ask it too (`raft::PeerReach`,
+//! `lost_peer_wait.rs`): a stream to a peer known lost waits.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -56,10 +56,12 @@ pub(crate) struct PeerLiveness {
     probed: Mutex<std::collections::HashSet<NodeId>>,
     /// Counts the peers heard again after they were lost (or first heard,
     /// or serving again): streams waiting on a lost peer watch it.
-    revived: tokio::sync::watch::Sender<u64>,
+    pub(super) revived: tokio::sync::watch::Sender<u64>,
     /// Streams (and heartbeats) that waited on a lost peer so far, and
     /// of those the waits a revival ended.
-    waits: Arc<[AtomicU64; 2]>,
+    pub(super) waits: Arc<[AtomicU64; 2]>,
+    /// The node's groups are shut down: no stream waits any more.
+    pub(super) closed: AtomicBool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +130,7 @@ impl PeerLiveness {
             probed: Mutex::default(),
             revived: tokio::sync::watch::Sender::new(0),
             waits: Arc::default(),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -173,6 +176,11 @@ impl PeerLiveness {
         if serving && !was_alive {
             self.revived.send_modify(|n| *n = n.wrapping_add(1));
         }
+    }
+
+    /// Whether `peer` was ever heard from since this node started.
+    pub(super) fn known(&self, peer: NodeId) -> bool {
+        self.lock().contains_key(&peer)
     }
 
     /// Whether `p`, last heard `heard_ago` ago, counts as alive.
@@ -293,39 +301,7 @@ impl PeerLiveness {
     }
 }
 
-impl crate::raft::PeerReach for PeerLiveness {
-    /// Only a peer heard before and lost since: one never heard (this node
-    /// has just started, or does not probe it) is tried as before.
-    fn until_heard(&self, node: NodeId) -> Option<openraft::base::BoxFuture<'static, ()>> {
-        // Subscribed before looking, so a revival in between is not missed.
-        let mut revived = self.revived.subscribe();
-        let known = self.lock().contains_key(&node);
-        if !known || self.state(node).is_alive() {
-            return None;
-        }
-        self.waits[0].fetch_add(1, Ordering::Relaxed);
-        let waits = self.waits.clone();
-        Some(Box::pin(async move {
-            if revived.changed().await.is_ok() {
-                waits[1].fetch_add(1, Ordering::Relaxed);
-            }
-        }))
-    }
-}
-
 impl QuorumNode {
-    /// How many replication streams and heartbeats of this node's groups
-    /// waited for a lost peer's node to be heard again (rather than fail
-    /// at once and be retried) since this node started, and how many of
-    /// those waits ended because a lost peer was heard again.
-    pub fn lost_peer_waits(&self) -> (u64, u64) {
-        let [started, woken] = &*self.liveness.waits;
-        (
-            started.load(Ordering::Relaxed),
-            woken.load(Ordering::Relaxed),
-        )
-    }
-
     /// Start probing the peers (one task per peer, each ending with the
     /// node), and hold the elections of the groups opened from disk (each
     /// opened with them off) until every peer had a chance to wake the
@@ -485,39 +461,6 @@ mod tests {
         // A contact from before this incarnation is vouched for by none.
         live.heard(2, 8, true);
         assert!(!live.vouch_fresh(2, Duration::from_millis(10)));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_stream_to_a_lost_peer_waits_until_it_is_heard_again() {
-        use crate::raft::PeerReach;
-        use futures_util::FutureExt;
-        let live = PeerLiveness::new(Duration::from_millis(1000));
-        assert!(
-            live.until_heard(2).is_none(),
-            "never heard: tried as before"
-        );
-        live.heard(2, 7, true);
-        assert!(live.until_heard(2).is_none(), "alive");
-        tokio::time::advance(Duration::from_millis(1100)).await;
-        live.heard(3, 1, true);
-        let mut wait = live.until_heard(2).expect("lost: waits");
-        assert!((&mut wait).now_or_never().is_none());
-        // Still lost when heard again: a probe's answer from a node whose
-        // store fails, and another probe of a live peer, wake nothing.
-        live.heard(2, 7, false);
-        live.heard(3, 1, true);
-        assert!((&mut wait).now_or_never().is_none());
-        // Peer 3 lost and back wakes it (the stream then just tries).
-        tokio::time::advance(Duration::from_millis(1100)).await;
-        live.heard(3, 1, true);
-        assert!((&mut wait).now_or_never().is_some());
-        let mut wait = live.until_heard(2).expect("still lost");
-        // Heard again, in a new incarnation: the wait ends.
-        live.heard(2, 8, true);
-        assert!((&mut wait).now_or_never().is_some());
-        assert!(live.until_heard(2).is_none());
-        let counts = live.waits.each_ref().map(|c| c.load(Ordering::Relaxed));
-        assert_eq!(counts, [2, 2], "two waits, both ended by a revival");
     }
 
     #[tokio::test(start_paused = true)]
