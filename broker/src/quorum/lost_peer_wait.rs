@@ -30,8 +30,7 @@ impl crate::raft::PeerReach for PeerLiveness {
     fn until_heard(&self, node: NodeId) -> Option<openraft::base::BoxFuture<'static, ()>> {
         // Subscribed before looking, so a revival in between is not missed.
         let mut revived = self.revived.subscribe();
-        let known = self.known(node);
-        if !known || self.closed.load(Ordering::Acquire) || self.state(node).is_alive() {
+        if self.closed.load(Ordering::Acquire) || !self.known_lost(node) {
             return None;
         }
         self.waits[0].fetch_add(1, Ordering::Relaxed);

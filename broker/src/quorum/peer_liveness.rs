@@ -178,9 +178,14 @@ impl PeerLiveness {
         }
     }
 
-    /// Whether `peer` was ever heard from since this node started.
-    pub(super) fn known(&self, peer: NodeId) -> bool {
-        self.lock().contains_key(&peer)
+    /// Whether `peer` was heard from since this node started and is lost
+    /// now (one look at the table, where [`Self::state`] would not tell a
+    /// peer never heard from one lost).
+    pub(super) fn known_lost(&self, peer: NodeId) -> bool {
+        let now = Instant::now();
+        self.lock()
+            .get(&peer)
+            .is_some_and(|p| !self.alive(p, now.saturating_duration_since(p.last_heard)))
     }
 
     /// Whether `p`, last heard `heard_ago` ago, counts as alive.
