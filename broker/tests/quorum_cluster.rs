@@ -1,6 +1,6 @@
 //! Quorum queues across embedded 3-node clusters: many queues, placement
-//! and balance, quiet groups, the vote guard, and the model-checked
-//! history.
+//! and balance, quiet groups, streams waiting on a lost node, the vote
+//! guard, and the model-checked history.
 //!
 //! One test binary for these files (each a module, `cargo test -p
 //! ramqpd-broker --test quorum_cluster <module>::` runs one): a binary per file
@@ -8,6 +8,7 @@
 
 mod common;
 
+mod quorum_lost_peer;
 mod quorum_many_queues;
 mod quorum_model;
 mod quorum_placement;

@@ -236,7 +236,7 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         others
             .iter()
             .map(|id| c.node(*id).unwrap().quorum().lost_peer_waits())
-            .fold((0, 0), |(a, b), (x, y)| (a + x, b + y))
+            .fold((0, 0), |(a, b), w| (a + w.started, b + w.woken))
     };
     let (started, _) = waits(&cluster);
     assert!(started > 0, "no stream waited for the lost node");

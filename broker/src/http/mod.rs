@@ -16,7 +16,8 @@
 //!   time, connections) and the routes;
 //! - `health.rs`: liveness and readiness;
 //! - `metrics.rs`: one scrape, gathered and encoded (`labelled_text.rs`
-//!   writes the per-queue and per-group families);
+//!   writes the per-queue and per-group families, `node_families.rs` the
+//!   store's, the fabric's and the process's);
 //! - `page.rs`: the status page at `/`, which reads the API from the
 //!   browser;
 //! - `api/`: the management API: who may call it (`access.rs`), its
@@ -31,6 +32,7 @@ mod api;
 mod health;
 mod labelled_text;
 mod metrics;
+mod node_families;
 mod page;
 mod server;
 

@@ -6,11 +6,46 @@
 //! retried every second by openraft. Knows nothing of openraft's
 //! replication beyond that trait.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::node::QuorumNode;
 use super::peer_liveness::PeerLiveness;
 use crate::net::NodeId;
+
+/// The node's waits on lost peers, counted; shared by every wait.
+#[derive(Debug, Default)]
+pub(super) struct LostWaits {
+    started: AtomicU64,
+    /// Ended because a lost peer was heard again.
+    woken: AtomicU64,
+    /// Not ended yet: a wait's future dropped (its stream cancelled, the
+    /// bound run out) ends it as surely as a revival.
+    open: AtomicU64,
+    /// The node's groups are shut down: no stream waits any more.
+    closed: AtomicBool,
+}
+
+/// A stream's waits on lost peers, as [`QuorumNode::lost_peer_waits`]
+/// reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LostPeerWaits {
+    /// Waits started since this node started.
+    pub started: u64,
+    /// Of those, the waits that ended because a lost peer was heard again.
+    pub woken: u64,
+    /// Waits going on now.
+    pub open: u64,
+}
+
+/// Counts a wait open while it lives.
+struct OpenWait(Arc<LostWaits>);
+
+impl Drop for OpenWait {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 impl PeerLiveness {
     /// End every wait of a stream on a lost peer, and start none from now
@@ -18,8 +53,11 @@ impl PeerLiveness {
     /// keeps its group's log store, so the node's database, open: an
     /// in-process node restarted on the same directory found it still
     /// open (`DatabaseAlreadyOpen`, `tests/quorum_lost_writes.rs`).
+    /// (openraft cancels the wait of a single group's stream when that
+    /// group shuts down or its leader steps down; this is the node-wide
+    /// end, at once.)
     pub(super) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+        self.waits.closed.store(true, Ordering::Release);
         self.revived.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
@@ -30,30 +68,34 @@ impl crate::raft::PeerReach for PeerLiveness {
     fn until_heard(&self, node: NodeId) -> Option<openraft::base::BoxFuture<'static, ()>> {
         // Subscribed before looking, so a revival in between is not missed.
         let mut revived = self.revived.subscribe();
-        if self.closed.load(Ordering::Acquire) || !self.known_lost(node) {
+        if self.waits.closed.load(Ordering::Acquire) || !self.known_lost(node) {
             return None;
         }
-        self.waits[0].fetch_add(1, Ordering::Relaxed);
-        let waits = self.waits.clone();
+        self.waits.started.fetch_add(1, Ordering::Relaxed);
+        self.waits.open.fetch_add(1, Ordering::Relaxed);
+        let open = OpenWait(self.waits.clone());
         Some(Box::pin(async move {
-            if revived.changed().await.is_ok() {
-                waits[1].fetch_add(1, Ordering::Relaxed);
+            let heard = revived.changed().await.is_ok();
+            let waits = &open.0;
+            if heard && !waits.closed.load(Ordering::Acquire) {
+                waits.woken.fetch_add(1, Ordering::Relaxed);
             }
         }))
     }
 }
 
 impl QuorumNode {
-    /// How many replication streams and heartbeats of this node's groups
+    /// The replication streams and heartbeats of this node's groups that
     /// waited for a lost peer's node to be heard again (rather than fail
-    /// at once and be retried) since this node started, and how many of
-    /// those waits ended because a lost peer was heard again.
-    pub fn lost_peer_waits(&self) -> (u64, u64) {
-        let [started, woken] = &*self.liveness.waits;
-        (
-            started.load(Ordering::Relaxed),
-            woken.load(Ordering::Relaxed),
-        )
+    /// at once and be retried) since this node started: how many, how
+    /// many a lost peer heard again ended, how many wait now.
+    pub fn lost_peer_waits(&self) -> LostPeerWaits {
+        let w = &self.liveness.waits;
+        LostPeerWaits {
+            started: w.started.load(Ordering::Relaxed),
+            woken: w.woken.load(Ordering::Relaxed),
+            open: w.open.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -92,13 +134,27 @@ mod tests {
         live.heard(2, 8, true);
         assert!((&mut wait).now_or_never().is_some());
         assert!(live.until_heard(2).is_none());
-        let counts = live.waits.each_ref().map(|c| c.load(Ordering::Relaxed));
-        assert_eq!(counts, [2, 2], "two waits, both ended by a revival");
-        // Closed (the node's groups shut down): waits end, none starts.
+        let counts = |live: &PeerLiveness| {
+            let w = &live.waits;
+            [&w.started, &w.woken, &w.open].map(|c| c.load(Ordering::Relaxed))
+        };
+        assert_eq!(
+            counts(&live),
+            [2, 2, 0],
+            "two waits, both ended by a revival"
+        );
+        // A wait dropped (its stream cancelled) is no longer open.
         tokio::time::advance(Duration::from_millis(1100)).await;
-        let mut wait = live.until_heard(2).expect("lost again");
+        let wait = live.until_heard(2).expect("lost again");
+        assert_eq!(counts(&live), [3, 2, 1]);
+        drop(wait);
+        assert_eq!(counts(&live), [3, 2, 0], "dropped: not open, not woken");
+        // Closed (the node's groups shut down): waits end, none starts;
+        // the end is not counted as a revival.
+        let mut wait = live.until_heard(2).expect("still lost");
         live.close();
         assert!((&mut wait).now_or_never().is_some());
         assert!(live.until_heard(2).is_none(), "closed: no wait");
+        assert_eq!(counts(&live), [4, 2, 0]);
     }
 }

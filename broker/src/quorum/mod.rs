@@ -65,6 +65,7 @@ mod vote_guard;
 
 pub use cluster_view::{BoxFuture, PeerRequests, ReplicaSet, ReplicaSets};
 pub use handoff::HandOff;
+pub use lost_peer_wait::LostPeerWaits;
 #[cfg(feature = "test-cluster")]
 pub(crate) use node::log_path;
 pub use node::{QuorumError, QuorumNode};

@@ -20,7 +20,6 @@
 //! `lost_peer_wait.rs`): a stream to a peer known lost waits.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -57,11 +56,9 @@ pub(crate) struct PeerLiveness {
     /// Counts the peers heard again after they were lost (or first heard,
     /// or serving again): streams waiting on a lost peer watch it.
     pub(super) revived: tokio::sync::watch::Sender<u64>,
-    /// Streams (and heartbeats) that waited on a lost peer so far, and
-    /// of those the waits a revival ended.
-    pub(super) waits: Arc<[AtomicU64; 2]>,
-    /// The node's groups are shut down: no stream waits any more.
-    pub(super) closed: AtomicBool,
+    /// The waits of streams (and heartbeats) on a lost peer, counted,
+    /// and whether the node's groups are shut down (`lost_peer_wait.rs`).
+    pub(super) waits: Arc<super::lost_peer_wait::LostWaits>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +127,6 @@ impl PeerLiveness {
             probed: Mutex::default(),
             revived: tokio::sync::watch::Sender::new(0),
             waits: Arc::default(),
-            closed: AtomicBool::new(false),
         }
     }
 

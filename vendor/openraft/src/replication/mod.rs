@@ -326,7 +326,21 @@ where
         let rpc_timeout = Duration::from_millis(self.replication_context.config.heartbeat_interval);
         let option = RPCOption::new(rpc_timeout);
 
-        let resp_strm_res = network.stream_append(req_strm, option).await;
+        // ramqp: opening the stream is raced against the cancel signal, as waiting for its
+        // responses is: a transport may wait before it opens (ours waits while the target's node
+        // is known lost), and a group shut down or a leader deposed meanwhile must not keep this
+        // task, and the log store it holds, until that wait ends.
+        let resp_strm_res = {
+            let mut cancel_rx = self.replication_context.cancel_rx.clone();
+            let open = network.stream_append(req_strm, option);
+            match C::select2(cancel_rx.changed(), open).await {
+                Select2::Second(res) => res,
+                Select2::First(cancel_res) => {
+                    tracing::info!("ReplicationCore: canceled while opening a stream: {:?}", cancel_res);
+                    return Err(ReplicationClosed::new("canceled"));
+                }
+            }
+        };
         // A custom streaming transport may poll the request stream while establishing
         // `stream_append()` and then still return an RPC error. Check the fatal marker here too,
         // because in that case there is no response stream for `handle_response_stream()` to
