@@ -208,13 +208,16 @@ pub struct RaftMetrics<C: RaftTypeConfig> {
     /// guess if a follower/learner node is offline, longer duration suggests
     /// a higher possibility of that.
     #[since(version = "0.10.0")]
-    pub heartbeat: Option<HeartbeatMetrics<C>>,
+    pub heartbeat: Option<Arc<HeartbeatMetrics<C>>>,
 
     // ---
     // --- replication ---
     // ---
     /// The replication states. It is Some() only when this node is leader.
-    pub replication: Option<ReplicationMetrics<C>>,
+    ///
+    /// ramqp: this and `heartbeat` are shared (`Arc`) by the metrics channels and kept from one
+    /// report to the next while they do not change (see `RaftCore::flush_metrics`).
+    pub replication: Option<Arc<ReplicationMetrics<C>>>,
 }
 
 impl<C> fmt::Display for RaftMetrics<C>
@@ -256,8 +259,8 @@ where C: RaftTypeConfig
             self.committed_membership_config,
             self.snapshot.display(),
             self.purged.display(),
-            self.replication.as_ref().map(DisplayBTreeMapOptValue).display(),
-            self.heartbeat.as_ref().map(DisplayBTreeMapOptValue).display(),
+            self.replication.as_deref().map(DisplayBTreeMapOptValue).display(),
+            self.heartbeat.as_deref().map(DisplayBTreeMapOptValue).display(),
         )?;
 
         write!(f, "}}")?;
@@ -382,7 +385,7 @@ pub struct RaftDataMetrics<C: RaftTypeConfig> {
     pub last_quorum_acked: Option<SerdeInstant<InstantOf<C>>>,
 
     /// Replication metrics for each node, available only on the leader.
-    pub replication: Option<ReplicationMetrics<C>>,
+    pub replication: Option<Arc<ReplicationMetrics<C>>>,
 
     /// Heartbeat metrics. It is Some() only when this node is leader.
     ///
@@ -393,7 +396,7 @@ pub struct RaftDataMetrics<C: RaftTypeConfig> {
     /// guess if a follower/learner node is offline, longer duration suggests
     /// a higher possibility of that.
     #[since(version = "0.10.0")]
-    pub heartbeat: Option<HeartbeatMetrics<C>>,
+    pub heartbeat: Option<Arc<HeartbeatMetrics<C>>>,
 }
 
 impl<C> fmt::Display for RaftDataMetrics<C>
@@ -427,8 +430,8 @@ where C: RaftTypeConfig
         write!(
             f,
             ", replication:{{{}}}, heartbeat:{{{}}}",
-            self.replication.as_ref().map(DisplayBTreeMapOptValue).display(),
-            self.heartbeat.as_ref().map(DisplayBTreeMapOptValue).display(),
+            self.replication.as_deref().map(DisplayBTreeMapOptValue).display(),
+            self.heartbeat.as_deref().map(DisplayBTreeMapOptValue).display(),
         )?;
 
         write!(f, "}}")?;
