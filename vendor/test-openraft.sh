@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs openraft's own unit tests (its `src/**` tests, 620 of them) on the
+# Runs openraft's own unit tests (its `src/**` tests, 619 of them) on the
 # vendored, patched tree. The vendored Cargo.toml leaves out upstream's
 # dev-dependencies (vendor/README.md), so this copies the tree to a scratch
 # directory, puts them back there and runs `cargo test --lib` outside our

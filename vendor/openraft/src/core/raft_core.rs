@@ -743,31 +743,16 @@ where
         self.metrics.progress.send_snapshot_progress(io_state.snapshot.flushed().cloned());
 
         let (replication, heartbeat) = if let Some(leader) = self.engine.leader.as_ref() {
-            // ramqp: the two maps are shared (`Arc`) by the metrics channels, and the last
-            // report's are kept while they are still right. Built, cloned into two channels and
-            // dropped again at every pass of the loop, they were ~40% of this function's
-            // instructions (three allocations and frees of B-tree nodes a map).
-            let (last_replication, last_heartbeat) = {
-                let last = self.metrics.all.borrow_watched();
-                (last.replication.clone(), last.heartbeat.clone())
-            };
-
             let replication_prog = &leader.progress;
-            let replication = reuse_or_collect(
-                last_replication,
-                replication_prog.iter().map(|item| item.id_progress_owned()),
-            );
+            let replication = Some(replication_prog.collect_mapped(|item| item.id_progress_owned()));
 
             let clock_prog = &leader.clock_progress;
-            let heartbeat = reuse_or_collect(
-                last_heartbeat,
-                clock_prog.iter().map(|item| {
-                    let sending_time = item.val.map(|stamp| stamp.time);
-                    (item.id.clone(), sending_time.map(SerdeInstant::new))
-                }),
-            );
+            let heartbeat = Some(clock_prog.collect_mapped(|item| {
+                let sending_time = item.val.map(|stamp| stamp.time);
+                (item.id.clone(), sending_time.map(SerdeInstant::new))
+            }));
 
-            (Some(replication), Some(heartbeat))
+            (replication, heartbeat)
         } else {
             (None, None)
         };
@@ -779,8 +764,8 @@ where
     #[tracing::instrument(level = "debug", skip_all)]
     pub(crate) fn report_metrics(
         &mut self,
-        replication: Option<Arc<ReplicationMetrics<C>>>,
-        heartbeat: Option<Arc<HeartbeatMetrics<C>>>,
+        replication: Option<ReplicationMetrics<C>>,
+        heartbeat: Option<HeartbeatMetrics<C>>,
     ) {
         let last_quorum_acked = self.last_quorum_acked_time();
         let is_self_quorum = self.engine.leader.as_ref().is_some_and(|leader| leader.is_self_quorum());
@@ -2957,56 +2942,5 @@ mod tests {
 
         let returned = unused_rx.try_recv().unwrap();
         assert_eq!(TestPayload::normal(1), returned);
-    }
-}
-
-/// ramqp: `last` if it maps exactly the keys of `items` to the same values, else a new map of
-/// `items` (`RaftCore::flush_metrics`): comparing costs no allocation, building one costs three.
-fn reuse_or_collect<K, V, I>(last: Option<Arc<BTreeMap<K, V>>>, items: I) -> Arc<BTreeMap<K, V>>
-where
-    K: Ord,
-    V: PartialEq,
-    I: Iterator<Item = (K, V)> + Clone,
-{
-    if let Some(last) = last {
-        let mut n = 0;
-        let same = items.clone().all(|(k, v)| {
-            n += 1;
-            last.get(&k) == Some(&v)
-        });
-        if same && n == last.len() {
-            return last;
-        }
-    }
-    Arc::new(items.collect())
-}
-
-#[cfg(test)]
-mod reuse_or_collect_test {
-    use std::collections::BTreeMap;
-    use std::sync::Arc;
-
-    use super::reuse_or_collect;
-
-    #[test]
-    fn test_reuse_or_collect() {
-        let items = [(1u64, Some(5u64)), (2, None)];
-        let first = reuse_or_collect(None, items.iter().copied());
-        assert_eq!(*first, BTreeMap::from(items));
-
-        // The same keys and values, in any order: the last map itself.
-        let again = reuse_or_collect(Some(first.clone()), items.iter().rev().copied());
-        assert!(Arc::ptr_eq(&first, &again));
-
-        // A value changed, a key more, a key less: a new map with exactly the items.
-        for changed in [
-            vec![(1u64, Some(6u64)), (2, None)],
-            vec![(1, Some(5)), (2, None), (3, None)],
-            vec![(1, Some(5))],
-        ] {
-            let got = reuse_or_collect(Some(first.clone()), changed.iter().copied());
-            assert!(!Arc::ptr_eq(&first, &got));
-            assert_eq!(*got, changed.into_iter().collect::<BTreeMap<_, _>>());
-        }
     }
 }

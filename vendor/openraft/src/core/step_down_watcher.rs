@@ -284,17 +284,17 @@ mod tests {
     fn test_transfer_target_greatest_matching() {
         let mut m = RaftMetrics::<UTConfig>::new_initial(1);
         m.membership_config = stored(3, m23());
-        m.replication = Some(Arc::new(btreemap! {
+        m.replication = Some(btreemap! {
             2u64 => Some(log_id(2, 1, 2)),
             3u64 => Some(log_id(2, 1, 3)),
-        }));
+        });
 
         assert_eq!(Some(3), transfer_target(&m));
 
-        m.replication = Some(Arc::new(btreemap! {
+        m.replication = Some(btreemap! {
             2u64 => Some(log_id(2, 1, 3)),
             3u64 => None,
-        }));
+        });
 
         assert_eq!(Some(2), transfer_target(&m));
     }

@@ -208,16 +208,13 @@ pub struct RaftMetrics<C: RaftTypeConfig> {
     /// guess if a follower/learner node is offline, longer duration suggests
     /// a higher possibility of that.
     #[since(version = "0.10.0")]
-    pub heartbeat: Option<Arc<HeartbeatMetrics<C>>>,
+    pub heartbeat: Option<HeartbeatMetrics<C>>,
 
     // ---
     // --- replication ---
     // ---
     /// The replication states. It is Some() only when this node is leader.
-    ///
-    /// ramqp: this and `heartbeat` are shared (`Arc`) by the metrics channels and kept from one
-    /// report to the next while they do not change (see `RaftCore::flush_metrics`).
-    pub replication: Option<Arc<ReplicationMetrics<C>>>,
+    pub replication: Option<ReplicationMetrics<C>>,
 }
 
 impl<C> fmt::Display for RaftMetrics<C>
@@ -259,8 +256,8 @@ where C: RaftTypeConfig
             self.committed_membership_config,
             self.snapshot.display(),
             self.purged.display(),
-            self.replication.as_deref().map(DisplayBTreeMapOptValue).display(),
-            self.heartbeat.as_deref().map(DisplayBTreeMapOptValue).display(),
+            self.replication.as_ref().map(DisplayBTreeMapOptValue).display(),
+            self.heartbeat.as_ref().map(DisplayBTreeMapOptValue).display(),
         )?;
 
         write!(f, "}}")?;
@@ -385,7 +382,7 @@ pub struct RaftDataMetrics<C: RaftTypeConfig> {
     pub last_quorum_acked: Option<SerdeInstant<InstantOf<C>>>,
 
     /// Replication metrics for each node, available only on the leader.
-    pub replication: Option<Arc<ReplicationMetrics<C>>>,
+    pub replication: Option<ReplicationMetrics<C>>,
 
     /// Heartbeat metrics. It is Some() only when this node is leader.
     ///
@@ -396,7 +393,7 @@ pub struct RaftDataMetrics<C: RaftTypeConfig> {
     /// guess if a follower/learner node is offline, longer duration suggests
     /// a higher possibility of that.
     #[since(version = "0.10.0")]
-    pub heartbeat: Option<Arc<HeartbeatMetrics<C>>>,
+    pub heartbeat: Option<HeartbeatMetrics<C>>,
 }
 
 impl<C> fmt::Display for RaftDataMetrics<C>
@@ -430,8 +427,8 @@ where C: RaftTypeConfig
         write!(
             f,
             ", replication:{{{}}}, heartbeat:{{{}}}",
-            self.replication.as_deref().map(DisplayBTreeMapOptValue).display(),
-            self.heartbeat.as_deref().map(DisplayBTreeMapOptValue).display(),
+            self.replication.as_ref().map(DisplayBTreeMapOptValue).display(),
+            self.heartbeat.as_ref().map(DisplayBTreeMapOptValue).display(),
         )?;
 
         write!(f, "}}")?;
