@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """One line per many_queues JSON in this folder, in the order run: the figures the session-46 table
-quotes, with phase 8 (the survivors idle while the killed node stays down)."""
-import glob, json, os
+quotes, with phase 8 (the survivors idle while the killed node stays down). An argument names
+another results folder to read instead of this one."""
+import glob, json, os, sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))  # another session's folder
 for path in sorted(glob.glob(os.path.join(here, '*.json')), key=os.path.getmtime):
     try:
         d = json.load(open(path))
