@@ -26,8 +26,8 @@ pub(super) struct LostWaits {
     closed: AtomicBool,
 }
 
-/// A stream's waits on lost peers, as [`QuorumNode::lost_peer_waits`]
-/// reports them.
+/// The node's waits of replication streams (and heartbeats) on lost
+/// peers, as [`QuorumNode::lost_peer_waits`] reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LostPeerWaits {
     /// Waits started since this node started.
