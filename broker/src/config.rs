@@ -402,6 +402,11 @@ pub struct QuorumConfig {
     /// ... or while the process's resident memory is above this (0: no
     /// limit); this one holds back publishers to transient queues too.
     pub memory_high_watermark_bytes: u64,
+    /// How often a node hands the groups it leads back to their preferred
+    /// leader (the first member of the replica set), once that node has
+    /// run this long and caught up; 0 never (leaderships then stay where
+    /// fail-overs and graceful stops put them).
+    pub leader_rebalance_interval_ms: u64,
 }
 
 impl QuorumConfig {
@@ -447,6 +452,7 @@ impl Default for QuorumConfig {
             min_free_disk_bytes: 50 * 1024 * 1024,
             max_data_bytes: 0,
             memory_high_watermark_bytes: 0,
+            leader_rebalance_interval_ms: 10_000,
         }
     }
 }

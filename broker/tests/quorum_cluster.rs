@@ -1,5 +1,5 @@
 //! Quorum queues across embedded 3-node clusters: many queues, placement
-//! and balance, quiet groups, streams waiting on a lost node, the vote
+//! and balance, leaderships back to their preferred node, quiet groups, streams waiting on a lost node, the vote
 //! guard, and the model-checked history.
 //!
 //! One test binary for these files (each a module, `cargo test -p
@@ -13,4 +13,5 @@ mod quorum_many_queues;
 mod quorum_model;
 mod quorum_placement;
 mod quorum_quiet;
+mod quorum_rebalance;
 mod quorum_vote_guard;

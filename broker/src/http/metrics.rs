@@ -46,6 +46,9 @@ struct Scrape {
     /// Replication streams' waits for a lost peer
     /// (`QuorumNode::lost_peer_waits`).
     lost_peer_waits: crate::quorum::LostPeerWaits,
+    /// Leaderships handed back to their preferred node
+    /// (`QuorumNode::leader_rebalance`).
+    rebalance: crate::quorum::LeaderRebalance,
     meta: RaftStatus,
     commit_latency: LatencySnapshot,
     store: store_redb::BatchStatsSnapshot,
@@ -89,6 +92,7 @@ fn gather(sources: &Sources, scope: Scope) -> Scrape {
         groups,
         quiet_leaders,
         lost_peer_waits: sources.quorum.lost_peer_waits(),
+        rebalance: sources.quorum.leader_rebalance(),
         meta: sources.metadata.raft_status(),
         commit_latency: sources.quorum.commit_latency(),
         store: sources.quorum.store_stats(),
@@ -343,6 +347,18 @@ fn encode_raft(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result 
         "ramqp_raft_lost_peer_waits_open",
         "Replication streams and heartbeats waiting now for a lost peer's node.",
         waits.open,
+    )?;
+    counter(
+        encoder,
+        "ramqp_raft_leaderships_rebalanced",
+        "Quorum groups this node led and handed back to their preferred leader (the replica set's first node) once that node was up and caught up.",
+        scrape.rebalance.moved,
+    )?;
+    counter(
+        encoder,
+        "ramqp_raft_leaderships_rebalance_failed",
+        "Of those hand-backs, the ones that did not complete (this node kept leading).",
+        scrape.rebalance.failed,
     )?;
     histogram(
         encoder,

@@ -79,8 +79,8 @@ impl std::fmt::Display for HandOff {
 impl QuorumNode {
     /// Hand the leadership of `queue` (every queue this node leads when
     /// `None`) to `to` (the most up-to-date follower when `None`). A
-    /// summary on success, one line per queue. With a target, the metadata
-    /// records it as the preferred leader.
+    /// summary on success, one line per queue. The metadata records the
+    /// new leader (the target, if given) as the preferred leader.
     pub async fn move_leadership(
         &self,
         queue: Option<&str>,
@@ -108,9 +108,17 @@ impl QuorumNode {
             match self.hand_off(queue_ref, to, false).await {
                 Ok(done) => {
                     lines.push(done.to_string());
-                    if let (Some(to), Some(sets)) = (to, self.replica_sets.get()) {
+                    // The new leader if known, else the node asked to
+                    // lead; recorded even without a target, so the
+                    // rebalance (`rebalance.rs`) does not hand it back.
+                    let now_leads = done.leader.unwrap_or(done.target);
+                    let sets = self
+                        .replica_sets
+                        .get()
+                        .filter(|_| now_leads != self.node_id);
+                    if let Some(sets) = sets {
                         let name = queue_ref.address().name();
-                        if let Err(error) = sets.set_preferred_leader(name, to).await {
+                        if let Err(error) = sets.set_preferred_leader(name, now_leads).await {
                             tracing::warn!(queue = %queue_ref.address(), %error,
                                 "preferred leader not recorded");
                         }
@@ -180,7 +188,9 @@ impl QuorumNode {
         // A stopping node keeps holding: a batch appended now would make
         // its log longer than the target's and cost the target the vote.
         // The held batches are answered `released` when the queue goes.
-        if !stopping {
+        // (Also when the node began to stop during a rebalance's hand-off:
+        // the stop's own hand-off of this group may hold it now.)
+        if !stopping && !self.stopping.load(Ordering::Acquire) {
             queue.release_proposals();
         }
         let (target, leader) = result.map_err(fail)?;

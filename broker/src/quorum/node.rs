@@ -126,6 +126,8 @@ pub struct QuorumNode {
     pub(super) dead_letter_router: Arc<OnceLock<SharedRouter>>,
     /// The groups' pipelined appends from their leaders (`rpc.rs`).
     pub(super) append_feeds: Arc<AppendFeeds<QueueRaft>>,
+    /// Leaderships handed back to their preferred node (`rebalance.rs`).
+    pub(super) rebalance: super::rebalance::RebalanceCounts,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -227,6 +229,7 @@ impl QuorumNode {
             core_faults: Arc::default(),
             dead_letter_router: Arc::default(),
             append_feeds: AppendFeeds::new(FEED_IDLE),
+            rebalance: Default::default(),
         });
         super::follower_tick::spawn(Arc::downgrade(&node), &node.raft_config);
         queues::spawn_watcher(

@@ -52,6 +52,8 @@ impl QuorumNode {
     /// lost).
     pub fn attach_replica_sets(self: &Arc<Self>, sets: Arc<dyn ReplicaSets>) {
         if self.replica_sets.set(sets.clone()).is_ok() {
+            let every = Duration::from_millis(self.config.leader_rebalance_interval_ms);
+            super::rebalance::spawn(Arc::downgrade(self), sets.clone(), every);
             tokio::spawn(follow_replica_sets(Arc::downgrade(self), sets));
         }
     }

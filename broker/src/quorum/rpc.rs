@@ -147,11 +147,19 @@ impl QuorumNode {
                 };
                 encode(&queue.shared.snapshot_in.take(raft, chunk, staging).await)
             }
-            RpcKind::TransferLeader => encode(
-                &raft
-                    .handle_transfer_leader(postcard::from_bytes(payload).map_err(decode)?)
-                    .await,
-            ),
+            RpcKind::TransferLeader => {
+                let request: openraft::raft::TransferLeaderRequest<QueueRaft> =
+                    postcard::from_bytes(payload).map_err(decode)?;
+                // A stopping node takes no leadership: it would hold it
+                // only until its groups shut down (`rebalance.rs`). The
+                // leader keeps leading when its target does not take over.
+                if *request.to_node_id() == self.node_id
+                    && self.stopping.load(std::sync::atomic::Ordering::Acquire)
+                {
+                    return Err(remote("this node is stopping: no transfer to it".into()));
+                }
+                encode(&raft.handle_transfer_leader(request).await)
+            }
             // Taken by `handle_rpc` before this.
             RpcKind::AppendStream => return Err(remote("pipelined append out of order".into())),
             // Only the metadata group takes these; its group id never

@@ -14,11 +14,13 @@
 //! 5. graceful stop of node 3 (SIGTERM): seconds until it exited and until
 //!    the others lead every group; then its restart: seconds until every
 //!    queue serves through it;
-//! 6. node 1 killed (SIGKILL) right after that traffic (every group awake,
-//!    its followers heard their leader a moment ago): seconds until the
-//!    others lead every group;
-//! 7. node 1 restarted, every group quiet again (`ramqp_raft_groups_quiet`)
-//!    and quiet for `--quiet-secs`; the node leading the most groups
+//! 6. the leaders balanced again (`--rebalance-wait-secs`), every queue
+//!    served once more, and node 1 killed (SIGKILL) right after that
+//!    traffic (every group awake, its followers heard their leader a
+//!    moment ago): seconds until the others lead every group;
+//! 7. node 1 restarted, the leaders balanced again, every group quiet
+//!    (`ramqp_raft_groups_quiet`) and quiet for `--quiet-secs`; the node
+//!    leading the most groups
 //!    killed: seconds until the others lead every group. The difference
 //!    from 6 is openraft's leader lease: a follower campaigns only after
 //!    the lease (election_timeout_max) and an election time-out since it
@@ -80,6 +82,12 @@ struct Args {
     /// Seconds every group stays quiet before the second kill.
     #[arg(long, default_value_t = 8)]
     quiet_secs: u64,
+    /// After each restart, wait at most this long for the leaders to be
+    /// balanced again (every node within 10% of a third: the nodes hand
+    /// leaderships back to their preferred node, `leader_rebalance_
+    /// interval_ms`) before the next kill; 0: do not wait.
+    #[arg(long, default_value_t = 90)]
+    rebalance_wait_secs: u64,
     /// Extra flags for every ramqp-brokerd (space-separated).
     #[arg(long, default_value = "")]
     extra_args: String,
@@ -221,6 +229,35 @@ async fn led_over_time(
     }
 }
 
+/// Wait (at most `--rebalance-wait-secs`) until the nodes `ids` lead all
+/// `n` groups, each within 10% of its share; seconds waited, or `None`
+/// if they did not (a build without the rebalance, or with it off).
+async fn wait_balanced(
+    args: &Args,
+    cluster: &Cluster,
+    ids: &[u64],
+    poll: Poll,
+) -> Result<Option<f64>> {
+    let limit = Duration::from_secs(args.rebalance_wait_secs);
+    let share = args.queues as f64 / ids.len() as f64;
+    let started = Instant::now();
+    while !limit.is_zero() {
+        let figures = scrape_at(cluster, ids, poll.path).await?;
+        let led: u64 = figures.iter().map(|f| f.leading).sum();
+        let even = figures
+            .iter()
+            .all(|f| (f.leading as f64 - share).abs() <= share * 0.1);
+        if led as usize >= args.queues && even {
+            return Ok(Some(round2(started.elapsed().as_secs_f64())));
+        }
+        if started.elapsed() > limit {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(None)
+}
+
 async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
     let n = args.queues;
     let all: Vec<u64> = (1..=NODES).collect();
@@ -331,6 +368,21 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
         started,
         &format!("node 3 back, serving all in {restart_serve_s:.1} s"),
     );
+    // Leaders balanced again, then every group woken by traffic, so the
+    // kill below finds each follower having just heard its leader.
+    let rebalanced_s = wait_balanced(args, cluster, &all, poll).await?;
+    traffic::serve_all(
+        PREFIX,
+        n,
+        &ports,
+        args.connections,
+        Duration::from_secs(300),
+    )
+    .await?;
+    log(
+        started,
+        &format!("balanced after {rebalanced_s:?} s, every queue served again"),
+    );
 
     // Node 1 killed: until nodes 2 and 3 lead every group.
     let led_by_1 = group_figures(cluster.node(1).http, poll.path)
@@ -359,6 +411,7 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
         );
         map.insert("restart_ready_s".into(), json!(round2(restart_ready_s)));
         map.insert("restart_serve_all_s".into(), json!(round2(restart_serve_s)));
+        map.insert("restart_rebalanced_s".into(), json!(rebalanced_s));
         map.insert("kill_node1_led".into(), json!(led_by_1));
         map.insert("kill_failover_all_led_s".into(), json!(round2(failover_s)));
         map.insert("failover_poll_path".into(), json!(poll.path));
@@ -379,6 +432,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     let all: Vec<u64> = (1..=NODES).collect();
     let poll = Poll::of(args);
     let path = poll.path;
+    let rebalanced_s = wait_balanced(args, cluster, &all, poll).await?;
     let t = Instant::now();
     loop {
         let figures = scrape_at(cluster, &all, path).await?;
@@ -442,6 +496,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     );
     Ok(json!({
         "idle_with_the_node_down": degraded,
+        "rebalanced_after_restart_s": rebalanced_s,
         "all_quiet_after_restart_s": round2(quiet_after_s),
         "quiet_secs": args.quiet_secs,
         "poll_ms": args.poll_ms,
