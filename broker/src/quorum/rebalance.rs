@@ -23,6 +23,12 @@
 //!   for the rest with the proposals held; one far behind would pause the
 //!   queue's publishing for the whole wait and then fail).
 //!
+//! A pass looks at every group the node has and every queue's replica
+//! set, so it runs only when there may be something to move: after a peer was heard again (`PeerLiveness`'s
+//! revivals), while the last pass found groups led here whose preferred
+//! node is alive, and otherwise once every [`FULL_PASS_EVERY`] (an
+//! election that moved a leadership with every node alive).
+//!
 //! The preferred leader is the one an operator picks with
 //! `move_leadership` (it records it), so the rebalance never undoes one.
 //! A node that is stopping neither starts hand-offs nor takes transfers
@@ -51,6 +57,10 @@ use crate::queue::Queue;
 
 /// Hand-offs one node runs at once.
 const PARALLEL: usize = 16;
+
+/// How often a node passes over its groups when nothing suggests there is
+/// anything to move.
+const FULL_PASS_EVERY: Duration = Duration::from_secs(120);
 
 /// How far behind the leader's last log index the preferred leader may be
 /// for its group to be handed to it this pass.
@@ -93,13 +103,23 @@ pub(super) fn spawn(node: Weak<QuorumNode>, sets: Arc<dyn ReplicaSets>, every: D
     }
     tokio::spawn(async move {
         let mut led_before = HashMap::new();
+        let mut revivals = None;
+        let mut pending = true;
+        let mut last_pass = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(every).await;
             let Some(node) = node.upgrade() else { return };
             if node.stopping.load(Ordering::Acquire) {
                 return;
             }
-            let moves = due(&node, sets.as_ref(), every, &mut led_before);
+            let revived = Some(*node.liveness.revived.borrow());
+            if !pending && revived == revivals && last_pass.elapsed() < FULL_PASS_EVERY {
+                continue;
+            }
+            revivals = revived;
+            last_pass = tokio::time::Instant::now();
+            let (moves, waiting) = due(&node, sets.as_ref(), every, &mut led_before);
+            pending = waiting;
             if !moves.is_empty() {
                 tracing::info!(
                     count = moves.len(),
@@ -112,23 +132,26 @@ pub(super) fn spawn(node: Weak<QuorumNode>, sets: Arc<dyn ReplicaSets>, every: D
 }
 
 /// The groups this node leads that are due to go to their preferred
-/// leader now, with that node. `led_before`: the groups this node led at
-/// the last pass that another node is the preferred leader of, with
-/// their term; replaced by this pass's.
+/// leader now, with that node, and whether it leads any group whose
+/// preferred node is alive (due now or later). `led_before`: the groups
+/// this node led at the last pass that another node is the preferred
+/// leader of, with their term; replaced by this pass's.
 fn due(
     node: &QuorumNode,
     sets: &dyn ReplicaSets,
     settle: Duration,
     led_before: &mut HashMap<String, u64>,
-) -> Vec<(Arc<QuorumQueue>, NodeId)> {
+) -> (Vec<(Arc<QuorumQueue>, NodeId)>, bool) {
     let me = node.node_id;
     let preferred: HashMap<String, NodeId> = sets
         .all()
         .into_iter()
         .filter_map(|set| Some((set.name, *set.members.first()?)))
         .collect();
-    let mut ready: HashMap<NodeId, bool> = HashMap::new();
+    // Per preferred node: alive, and alive for `settle` since its start.
+    let mut ready: HashMap<NodeId, (bool, bool)> = HashMap::new();
     let mut led_now = HashMap::new();
+    let mut waiting = false;
     let moves = node
         .queues()
         .into_iter()
@@ -139,20 +162,22 @@ fn due(
             if to == me {
                 return None;
             }
+            let (alive, settled) =
+                *ready
+                    .entry(to)
+                    .or_insert_with(|| match node.liveness.state(to) {
+                        PeerState::Alive { up_since, .. } => (true, up_since.elapsed() >= settle),
+                        PeerState::Lost { .. } => (false, false),
+                    });
+            waiting |= alive;
             let term = queue.raft_status().term;
             led_now.insert(name.to_owned(), term);
-            if led_before.get(name) != Some(&term) {
-                return None;
-            }
-            let settled = *ready.entry(to).or_insert_with(|| {
-                matches!(node.liveness.state(to),
-                    PeerState::Alive { up_since, .. } if up_since.elapsed() >= settle)
-            });
-            (settled && near_the_log(&queue, to)).then_some((queue, to))
+            let led_at_the_last_pass = led_before.get(name) == Some(&term);
+            (led_at_the_last_pass && settled && near_the_log(&queue, to)).then_some((queue, to))
         })
         .collect();
     *led_before = led_now;
-    moves
+    (moves, waiting)
 }
 
 /// Whether `to` is a voter of the group and its log within [`SLACK`] of
