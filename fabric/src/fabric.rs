@@ -248,6 +248,14 @@ impl Fabric {
         self.peer(peer).map(|p| p.state())
     }
 
+    /// Whether no stream to `peer` is open and its address refused the last
+    /// dial: nothing listens there (its process is not running). A peer
+    /// that is slow, cut off or blocked is not this (its dials time out or
+    /// are not made).
+    pub fn not_listening(&self, peer: NodeId) -> bool {
+        self.peer(peer).is_some_and(|p| p.not_listening())
+    }
+
     /// Whether the outbound stream to `peer` is open.
     pub fn is_connected(&self, peer: NodeId) -> bool {
         self.link_state(peer) == Some(LinkState::Connected)

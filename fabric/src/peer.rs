@@ -65,6 +65,9 @@ pub(crate) struct Peer {
     /// Stops this link for good.
     stop: CancellationToken,
     state: watch::Sender<LinkState>,
+    /// The last dial found nothing listening at the peer's address (the
+    /// connection was refused), and no stream opened since.
+    not_listening: AtomicBool,
 }
 
 impl Peer {
@@ -90,7 +93,16 @@ impl Peer {
             wake: Notify::new(),
             stop,
             state: watch::Sender::new(LinkState::Down("not connected yet".into())),
+            not_listening: AtomicBool::new(false),
         })
+    }
+
+    /// Whether no stream is open and the last dial was refused: nothing
+    /// listens at the peer's address. On a host that answers, that is a
+    /// process that is not running (or not yet listening), not a slow or
+    /// cut-off one, which time out instead.
+    pub(crate) fn not_listening(&self) -> bool {
+        self.not_listening.load(Ordering::Acquire) && lock(&self.live).is_none()
     }
 
     /// The peer's address.
@@ -224,6 +236,7 @@ impl Peer {
                 break;
             }
             if self.blocked.load(Ordering::Acquire) {
+                self.not_listening.store(false, Ordering::Release);
                 self.state.send_replace(LinkState::Down("blocked".into()));
                 tokio::select! {
                     () = self.stop.cancelled() => break,
@@ -271,7 +284,10 @@ impl Peer {
             .http2_keep_alive_interval(s.keepalive_interval)
             .keep_alive_timeout(s.keepalive_timeout)
             .keep_alive_while_idle(true);
-        let channel = match timeout(s.connect_timeout, endpoint.connect()).await {
+        let connected = timeout(s.connect_timeout, endpoint.connect()).await;
+        let refused = matches!(&connected, Ok(Err(e)) if connection_refused(e));
+        self.not_listening.store(refused, Ordering::Release);
+        let channel = match connected {
             Err(_) => return Err(down(&"connect timed out")),
             Ok(Err(e)) => return Err(down(&e)),
             Ok(Ok(channel)) => channel,
@@ -426,4 +442,19 @@ impl StartedCall {
             Ok(Ok(answer)) => answer,
         }
     }
+}
+
+/// Whether `error` (or one of its sources) is the OS refusing a TCP
+/// connection: no socket listens at that address.
+fn connection_refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }

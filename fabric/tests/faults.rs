@@ -1,5 +1,6 @@
-//! Failure handling over real TCP: a peer that is down fails fast, a peer
-//! restarted on the same address is reached again without intervention,
+//! Failure handling over real TCP: a peer that is down fails fast (and its
+//! address is seen refusing connections), a peer restarted on the same
+//! address is reached again without intervention,
 //! outstanding calls on a broken stream fail, call timeouts, and
 //! `set_blocked` partitions and heals.
 
@@ -30,10 +31,18 @@ async fn down_peer_fails_fast_and_restarted_peer_is_reached_again() {
             b.fabric.stats().frames_received > received_before
         })
         .await;
+        assert!(!a.fabric.not_listening(2), "b listens while it runs");
         b.fabric.shutdown().await;
         drop(b.messages);
         let started = Instant::now();
         assert_eq!(slow.await.unwrap(), Err(CallError::Unreachable(2)));
+        // a's redials find nothing at b's address: the OS refuses them.
+        eventually(
+            Duration::from_secs(5),
+            "a finds nothing listening at b's address",
+            || a.fabric.not_listening(2),
+        )
+        .await;
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "outstanding call failed late: {:?}",
@@ -74,6 +83,7 @@ async fn down_peer_fails_fast_and_restarted_peer_is_reached_again() {
             a.fabric.wait_connected(2, Duration::from_secs(5)).await,
             "a reconnects to the restarted b"
         );
+        assert!(!a.fabric.not_listening(2), "b listens again");
         let env = Envelope::new(3, ECHO, Bytes::from_static(b"again"));
         assert_eq!(
             a.fabric
@@ -190,6 +200,10 @@ async fn set_blocked_partitions_and_heals() {
             b.call(1, ping.clone()).await,
             Err(CallError::Unreachable(1))
         );
+        // A partition is not a process that is gone: node 1 listens and
+        // refuses the stream, node 1 does not dial node 2 at all.
+        assert!(!b.not_listening(1));
+        assert!(!a.not_listening(2));
         // Other links are untouched.
         assert!(a.call(3, ping.clone()).await.is_ok());
         assert!(c.call(2, ping.clone()).await.is_ok());
