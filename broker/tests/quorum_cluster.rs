@@ -1,5 +1,6 @@
 //! Quorum queues across embedded 3-node clusters: many queues, placement
-//! and balance, leaderships back to their preferred node, quiet groups, streams waiting on a lost node, the vote
+//! and balance, leaderships back to their preferred node, quiet groups,
+//! streams waiting on a lost node, a crashed leader's successor, the vote
 //! guard, and the model-checked history.
 //!
 //! One test binary for these files (each a module, `cargo test -p
@@ -14,4 +15,5 @@ mod quorum_model;
 mod quorum_placement;
 mod quorum_quiet;
 mod quorum_rebalance;
+mod quorum_succession;
 mod quorum_vote_guard;

@@ -49,6 +49,8 @@ struct Scrape {
     /// Leaderships handed back to their preferred node
     /// (`QuorumNode::leader_rebalance`).
     rebalance: crate::quorum::LeaderRebalance,
+    /// Take-overs from leaders whose node was found not running.
+    successions: u64,
     meta: RaftStatus,
     commit_latency: LatencySnapshot,
     store: store_redb::BatchStatsSnapshot,
@@ -93,6 +95,7 @@ fn gather(sources: &Sources, scope: Scope) -> Scrape {
         quiet_leaders,
         lost_peer_waits: sources.quorum.lost_peer_waits(),
         rebalance: sources.quorum.leader_rebalance(),
+        successions: sources.quorum.successions(),
         meta: sources.metadata.raft_status(),
         commit_latency: sources.quorum.commit_latency(),
         store: sources.quorum.store_stats(),
@@ -359,6 +362,12 @@ fn encode_raft(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result 
         "ramqp_raft_leaderships_rebalance_failed",
         "Of those hand-backs, the ones that did not complete (this node kept leading).",
         scrape.rebalance.failed,
+    )?;
+    counter(
+        encoder,
+        "ramqp_raft_successions",
+        "Elections started at once by a replica here, the group's successor, because its leader's node was found not running (nothing listening at its address).",
+        scrape.successions,
     )?;
     histogram(
         encoder,

@@ -77,6 +77,17 @@ impl NodeTransport for LocalTransport {
             .insert(node, handler);
     }
 
+    /// A node not registered (stopped, or crashed: `Cluster::crash`
+    /// unregisters it at once) is not running, whether or not the link
+    /// to it is cut; a registered one behind a cut link is only cut off.
+    fn not_listening(&self, _from: NodeId, target: NodeId) -> bool {
+        self.nodes
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&target)
+            .is_none_or(|handler| handler.strong_count() == 0)
+    }
+
     fn unregister(&self, node: NodeId) {
         self.nodes
             .write()

@@ -188,13 +188,16 @@ impl Cluster {
     }
 
     /// Cut crashed nodes off (nothing they say after the power cut is
-    /// heard), stop them, then restore their links.
+    /// heard) and take them off the transport (nothing listens for them
+    /// any more, as for a process that died), stop them, then restore
+    /// their links.
     async fn stop_crashed(&mut self, ids: &[NodeId]) {
         let all: Vec<NodeId> = self.configs.keys().copied().collect();
         for id in ids {
             for other in all.iter().filter(|n| *n != id) {
                 self.transport.set_cut(*id, *other, true);
             }
+            self.transport.unregister(*id);
         }
         for id in ids {
             self.stop(*id).await;

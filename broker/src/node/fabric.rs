@@ -239,6 +239,11 @@ impl NodeTransport for FabricTransport {
         Box::pin(async move { answer.await.map_err(|e| map_error(target, e)) })
     }
 
+    fn not_listening(&self, from: NodeId, target: NodeId) -> bool {
+        debug_assert_eq!(from, self.node_id);
+        self.fabric().is_some_and(|f| f.not_listening(target))
+    }
+
     fn send(&self, from: NodeId, target: NodeId, envelope: Envelope) -> Result<(), TransportError> {
         debug_assert_eq!(from, self.node_id);
         let Some(fabric) = self.fabric() else {

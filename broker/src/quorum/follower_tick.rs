@@ -100,6 +100,9 @@ enum Needs {
     Nothing { settled: bool },
     /// Its heartbeats, from the driver: a leader.
     Heartbeats,
+    /// To take over at once from a leader whose node is not running, as
+    /// the group's successor (`Visit::succeed`).
+    Succeed,
 }
 
 /// What `queue`'s replica here needs by the rule above, and by the quiet
@@ -155,16 +158,26 @@ fn needs(queue: &QuorumQueue, me: NodeId, timings: &Timings, liveness: &PeerLive
     }
     let heard = queue.heard_contact().filter(|(heard, _)| *heard == leader);
     let vouched = heard.is_some_and(|(_, age)| liveness.vouch(leader, age).is_some());
-    let knows = match heard {
-        Some((_, age)) => age < timings.fresh || vouched,
-        // Not heard since this node started: the leader wakes its quiet
-        // groups for this node's new incarnation; wait for it a while.
-        None => liveness.awaited(leader, timings.election_min * STARTUP_WAIT_TIMEOUTS),
-    };
+    // A leader whose node was found not running is known dead however
+    // lately it was heard.
+    let gone = liveness.is_gone(leader);
+    let knows = !gone
+        && match heard {
+            Some((_, age)) => age < timings.fresh || vouched,
+            // Not heard since this node started: the leader wakes its quiet
+            // groups for this node's new incarnation; wait for it a while.
+            None => liveness.awaited(leader, timings.election_min * STARTUP_WAIT_TIMEOUTS),
+        };
     let name = queue.address().name();
     let elect = super::quiet::may_elect(name, voters(), leader, me, liveness, timings.election_min);
     if knows || !elect {
         Needs::Nothing { settled: vouched }
+    } else if gone
+        && m.vote.is_committed()
+        && m.vote.leader_id().node_id == leader
+        && super::quiet::successor(name, voters(), leader, me, liveness) == Some(me)
+    {
+        Needs::Succeed
     } else {
         Needs::Tick
     }
@@ -299,6 +312,11 @@ impl Visit<'_> {
                 queue.raft.runtime_config().tick(true);
                 false
             }
+            Needs::Succeed => {
+                queue.raft.runtime_config().tick(true);
+                self.succeed(&queue, me);
+                false
+            }
             Needs::Nothing { settled } => {
                 queue.raft.runtime_config().tick(false);
                 settled
@@ -323,6 +341,42 @@ impl Visit<'_> {
             quiet.relist();
         }
         !settled
+    }
+}
+
+impl Visit<'_> {
+    /// The group's leader's node is not running (nothing listens at its
+    /// address: `PeerLiveness::is_gone`) and this replica is the group's
+    /// successor: it takes over as if that leader had handed it the
+    /// leadership. openraft's transfer starts an election at once, and the
+    /// other voters grant its vote requests without waiting out the dead
+    /// leader's lease. Otherwise a follower that heard its leader just
+    /// before the crash campaigned only after that lease
+    /// (`election_timeout_max`) and an election time-out: 5.9-6.7 s at
+    /// 10,000 queues. Only for a node found not running: one merely
+    /// silent may be alive and serving behind a partition until its own
+    /// lease runs out, and only the lease keeps two leaders from serving
+    /// at once. A voter with a longer log refuses, and the group elects
+    /// the usual way.
+    fn succeed(&self, queue: &QuorumQueue, me: NodeId) {
+        let vote = queue.raft.metrics().borrow_watched().vote;
+        let request = openraft::raft::TransferLeaderRequest::new(vote, me, None);
+        let raft = queue.raft.clone();
+        self.node
+            .successions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::spawn(async move {
+            // Ignored by openraft if the vote changed meanwhile.
+            let _ = raft.handle_transfer_leader(request).await;
+        });
+    }
+}
+
+impl QuorumNode {
+    /// How many times a replica here took over from a leader whose node
+    /// was found not running (`Visit::succeed`) since the node started.
+    pub fn successions(&self) -> u64 {
+        self.successions.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -128,6 +128,8 @@ pub struct QuorumNode {
     pub(super) append_feeds: Arc<AppendFeeds<QueueRaft>>,
     /// Leaderships handed back to their preferred node (`rebalance.rs`).
     pub(super) rebalance: super::rebalance::RebalanceCounts,
+    /// Take-overs from a leader whose node is not running (`follower_tick.rs`).
+    pub(super) successions: std::sync::atomic::AtomicU64,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -230,6 +232,7 @@ impl QuorumNode {
             dead_letter_router: Arc::default(),
             append_feeds: AppendFeeds::new(FEED_IDLE),
             rebalance: Default::default(),
+            successions: Default::default(),
         });
         super::follower_tick::spawn(Arc::downgrade(&node), &node.raft_config);
         queues::spawn_watcher(

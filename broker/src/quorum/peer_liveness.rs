@@ -10,7 +10,11 @@
 //! all alive and all hold its last entry may stop heartbeating. A peer is
 //! alive while it answered within [`PeerLiveness::down_after`] and its log
 //! store works (a node that cannot write leads nothing). Hearing a probe
-//! from a peer counts as hearing the peer.
+//! from a peer counts as hearing the peer. A peer whose probe fails while
+//! nothing listens at its address (`NodeTransport::not_listening`: the
+//! fabric's dial was refused) is lost at once: its process is not
+//! running, and waiting out the down time-out only delayed its groups'
+//! elections by that much. A slow or cut-off peer still gets the time-out.
 //!
 //! The probe (kind [`crate::net::kind::QUORUM_LIVENESS`]) carries the
 //! asker's id and boot id; the answer the answerer's boot id and whether
@@ -71,6 +75,9 @@ struct Peer {
     serving: bool,
     /// The incarnation before (`up_since`, last heard), if one was seen.
     before: Option<(Instant, Instant)>,
+    /// Found not running (nothing listens at its address) at this moment,
+    /// not heard since: lost without waiting out the down time-out.
+    gone_at: Option<Instant>,
 }
 
 /// One peer as this node sees it now.
@@ -160,6 +167,7 @@ impl PeerLiveness {
             last_heard: now,
             serving,
             before: None,
+            gone_at: None,
         });
         if entry.boot != boot {
             tracing::info!(peer, "peer node restarted (new boot id)");
@@ -169,6 +177,7 @@ impl PeerLiveness {
         }
         entry.last_heard = now;
         entry.serving = serving;
+        entry.gone_at = None;
         if serving && !was_alive {
             self.revived.send_modify(|n| *n = n.wrapping_add(1));
         }
@@ -184,9 +193,35 @@ impl PeerLiveness {
             .is_some_and(|p| !self.alive(p, now.saturating_duration_since(p.last_heard)))
     }
 
+    /// `peer`, heard from before, was found not running just now (its
+    /// transport found nothing listening at its address): lost from now
+    /// on, until it is heard again. A process killed on a host that still
+    /// answers is lost here within a probe interval or two instead of the
+    /// down time-out, and its groups elect that much sooner.
+    pub(super) fn gone(&self, peer: NodeId) {
+        let now = Instant::now();
+        let mut peers = self.lock();
+        let Some(p) = peers.get_mut(&peer) else {
+            return;
+        };
+        if p.gone_at.is_none() && self.alive(p, now.saturating_duration_since(p.last_heard)) {
+            tracing::info!(
+                peer,
+                "nothing listens at the peer's address: its node is lost now"
+            );
+            p.gone_at = Some(now);
+        }
+    }
+
+    /// Whether `peer` was found not running and not heard since
+    /// ([`Self::gone`]).
+    pub(crate) fn is_gone(&self, peer: NodeId) -> bool {
+        self.lock().get(&peer).is_some_and(|p| p.gone_at.is_some())
+    }
+
     /// Whether `p`, last heard `heard_ago` ago, counts as alive.
     fn alive(&self, p: &Peer, heard_ago: Duration) -> bool {
-        p.serving && heard_ago < self.down_after
+        p.serving && p.gone_at.is_none() && heard_ago < self.down_after
     }
 
     /// `peer` as this node sees it now.
@@ -205,7 +240,7 @@ impl PeerLiveness {
                     }
                 } else {
                     PeerState::Lost {
-                        lost_at: (p.last_heard + self.down_after).min(now),
+                        lost_at: p.gone_at.unwrap_or(p.last_heard + self.down_after).min(now),
                     }
                 }
             }
@@ -409,12 +444,17 @@ async fn probe_loop(node: Weak<QuorumNode>, peer: NodeId) {
         let call = node.transport.call(node.node_id, peer, envelope);
         let within = node.liveness.down_after();
         let liveness = node.liveness.clone();
+        let (me, transport) = (node.node_id, node.transport.clone());
         // Not holding the node while waiting for the answer.
         drop(node);
-        if let Ok(Ok(reply)) = tokio::time::timeout(within, call).await {
-            if let Ok(answer) = postcard::from_bytes::<ProbeAnswer>(&reply) {
-                liveness.heard(peer, answer.boot, answer.serving);
+        match tokio::time::timeout(within, call).await {
+            Ok(Ok(reply)) => {
+                if let Ok(answer) = postcard::from_bytes::<ProbeAnswer>(&reply) {
+                    liveness.heard(peer, answer.boot, answer.serving);
+                }
             }
+            _ if transport.not_listening(me, peer) => liveness.gone(peer),
+            _ => {}
         }
     }
 }
@@ -444,6 +484,30 @@ mod tests {
             }
         );
         assert_eq!(live.vouch(2, Duration::ZERO), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_found_not_running_is_lost_at_once_until_heard_again() {
+        let live = PeerLiveness::new(Duration::from_millis(1250));
+        // Never heard: there is nothing to lose yet.
+        live.gone(2);
+        assert!(!live.known_lost(2));
+        live.heard(2, 7, true);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(!live.is_gone(2));
+        live.gone(2);
+        let gone_at = Instant::now();
+        assert!(live.is_gone(2));
+        assert_eq!(live.state(2), PeerState::Lost { lost_at: gone_at });
+        assert!(live.known_lost(2));
+        assert_eq!(live.vouch(2, Duration::ZERO), None);
+        let revivals = *live.revived.borrow();
+        tokio::time::advance(Duration::from_millis(300)).await;
+        live.gone(2);
+        assert_eq!(live.state(2), PeerState::Lost { lost_at: gone_at });
+        live.heard(2, 8, true);
+        assert!(live.state(2).is_alive() && !live.is_gone(2));
+        assert_eq!(*live.revived.borrow(), revivals + 1, "heard again: revived");
     }
 
     #[tokio::test(start_paused = true)]

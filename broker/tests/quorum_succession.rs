@@ -1,0 +1,91 @@
+//! A leader's node found not running (`PeerLiveness::gone`, from the
+//! transport: nothing listens for it) is succeeded at once
+//! (`follower_tick.rs`, `Visit::succeed`): the group's successor takes
+//! over as if handed the leadership, without waiting out the dead
+//! leader's lease, which a follower that heard its leader just before the
+//! crash would otherwise wait (`election_timeout_max`, then an election
+//! time-out). On a 3-node in-process cluster with the default Raft
+//! timings: a queue's leader crashes right after a publish; a survivor
+//! leads, counted as a succession, and every message accepted before
+//! the crash is there.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::*;
+use ramqpd_broker::{BrokerConfig, Cluster};
+use tokio::time::Instant;
+
+const QUEUE: &str = "succession";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_leaders_group_is_taken_over_without_waiting_out_its_lease() {
+    trace_from_env();
+    let mut cluster = Cluster::start_lossy(3, BrokerConfig::default())
+        .await
+        .unwrap();
+    publish(cluster.addr(1).expect("runs"), QUEUE, &[]).await;
+    let mut leader = None;
+    eventually(Duration::from_secs(20), "the queue has a leader", || {
+        leader = cluster.leader_of(QUEUE);
+        leader.is_some()
+    })
+    .await;
+    let victim = leader.expect("a leader");
+    let survivors: Vec<u64> = (1..=3).filter(|id| *id != victim).collect();
+    // Quiet: its leader idles without heartbeats, which it does only once
+    // node-level liveness has heard every voter's node.
+    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{QUEUE}")).unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the queue's leader goes quiet",
+        || {
+            cluster
+                .node(victim)
+                .and_then(|node| node.quorum().get(&address))
+                .is_some_and(|queue| queue.is_quiet())
+        },
+    )
+    .await;
+    let successions = |cluster: &Cluster| -> u64 {
+        survivors
+            .iter()
+            .filter_map(|id| cluster.node(*id))
+            .map(|node| node.quorum().successions())
+            .sum()
+    };
+    assert_eq!(successions(&cluster), 0);
+
+    // Published through a survivor: the followers heard their leader a
+    // moment before the crash, so its lease is fresh.
+    let texts: Vec<String> = (0..5).map(|i| format!("before-{i}")).collect();
+    let got = publish(cluster.addr(survivors[0]).expect("runs"), QUEUE, &texts).await;
+    assert_eq!(got, texts, "accepted before the crash");
+    cluster.crash(victim).await.unwrap();
+    let crashed = Instant::now();
+    eventually(
+        Duration::from_secs(30),
+        "a survivor leads the queue",
+        || cluster.leader_of(QUEUE).is_some_and(|l| l != victim),
+    )
+    .await;
+    eprintln!(
+        "led again {:?} after the crash returned (lease {} ms)",
+        crashed.elapsed(),
+        BrokerConfig::default().quorum.election_timeout_max_ms
+    );
+    assert!(
+        successions(&cluster) >= 1,
+        "the successor took over as a succession"
+    );
+    let got = consume_at_least(
+        cluster.addr(survivors[1]).expect("runs"),
+        QUEUE,
+        texts.len(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(got, texts, "nothing accepted is lost");
+    cluster.shutdown().await;
+}
