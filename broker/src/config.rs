@@ -404,7 +404,7 @@ pub struct QuorumConfig {
     pub memory_high_watermark_bytes: u64,
     /// How often a node hands the groups it leads back to their preferred
     /// leader (the first member of the replica set), once that node has
-    /// run this long and caught up; 0 never (leaderships then stay where
+    /// run three times this long and caught up; 0 never (leaderships then stay where
     /// fail-overs and graceful stops put them).
     pub leader_rebalance_interval_ms: u64,
 }
