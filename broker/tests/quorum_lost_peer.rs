@@ -10,7 +10,6 @@
 
 use crate::common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::*;
@@ -36,20 +35,6 @@ fn waits(cluster: &Cluster) -> LostPeerWaits {
             woken: a.woken + w.woken,
             open: a.open + w.open,
         })
-}
-
-/// One unlabelled sample of the node's `/metrics/node`.
-async fn node_sample(http: SocketAddr, name: &str) -> f64 {
-    let request = "GET /metrics/node HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
-    let answer = exchange(http, request.as_bytes()).await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    let prefix = format!("{name} ");
-    answer
-        .body
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .and_then(|value| value.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no sample {name} in /metrics/node"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

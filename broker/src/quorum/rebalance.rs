@@ -25,10 +25,11 @@
 //!   queue's publishing for the whole wait and then fail).
 //!
 //! A pass looks at every group the node has and every queue's replica
-//! set, so it runs only when there may be something to move: after a peer was heard again (`PeerLiveness`'s
-//! revivals), while the last pass found groups led here whose preferred
-//! node is alive, and otherwise once every [`FULL_PASS_EVERY`] (an
-//! election that moved a leadership with every node alive).
+//! set, so it runs only when there may be something to move: after a
+//! peer was heard again (`PeerLiveness`'s revivals), while the last pass
+//! found groups led here whose preferred node is alive, and otherwise
+//! once every [`FULL_PASS_EVERY`] (an election that moved a leadership
+//! with every node alive).
 //!
 //! The preferred leader is the one an operator picks with
 //! `move_leadership` (it records it), so the rebalance never undoes one.

@@ -114,3 +114,18 @@ pub async fn exchange_bytes(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
 pub async fn exchange(addr: SocketAddr, request: &[u8]) -> Answer {
     parse_answer(&exchange_bytes(addr, request).await)
 }
+
+/// One unlabelled sample of the node's `/metrics/node` (the endpoint at
+/// `http`); panics if the family is missing.
+pub async fn node_sample(http: SocketAddr, name: &str) -> f64 {
+    let request = "GET /metrics/node HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
+    let answer = exchange(http, request.as_bytes()).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let prefix = format!("{name} ");
+    answer
+        .body
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in /metrics/node"))
+}
