@@ -253,7 +253,14 @@ impl Fabric {
     /// that is slow, cut off or blocked is not this (its dials time out or
     /// are not made).
     pub fn not_listening(&self, peer: NodeId) -> bool {
-        self.peer(peer).is_some_and(|p| p.not_listening())
+        self.not_listening_since(peer).is_some()
+    }
+
+    /// When `peer`'s address last refused a dial, if it is
+    /// [`Fabric::not_listening`]: a peer heard from after that moment (it
+    /// dialled this node, say) has been restarted since.
+    pub fn not_listening_since(&self, peer: NodeId) -> Option<tokio::time::Instant> {
+        self.peer(peer).and_then(|p| p.not_listening_since())
     }
 
     /// Whether the outbound stream to `peer` is open.

@@ -65,9 +65,9 @@ pub(crate) struct Peer {
     /// Stops this link for good.
     stop: CancellationToken,
     state: watch::Sender<LinkState>,
-    /// The last dial found nothing listening at the peer's address (the
-    /// connection was refused), and no stream opened since.
-    not_listening: AtomicBool,
+    /// When the last dial found nothing listening at the peer's address
+    /// (the connection was refused); `None` once a dial did anything else.
+    refused_at: Mutex<Option<Instant>>,
 }
 
 impl Peer {
@@ -93,16 +93,19 @@ impl Peer {
             wake: Notify::new(),
             stop,
             state: watch::Sender::new(LinkState::Down("not connected yet".into())),
-            not_listening: AtomicBool::new(false),
+            refused_at: Mutex::new(None),
         })
     }
 
-    /// Whether no stream is open and the last dial was refused: nothing
-    /// listens at the peer's address. On a host that answers, that is a
-    /// process that is not running (or not yet listening), not a slow or
-    /// cut-off one, which time out instead.
-    pub(crate) fn not_listening(&self) -> bool {
-        self.not_listening.load(Ordering::Acquire) && lock(&self.live).is_none()
+    /// When the last dial was refused, if no stream is open and it was:
+    /// nothing listens at the peer's address. On a host that answers, that
+    /// is a process that is not running (or not yet listening), not a slow
+    /// or cut-off one, which time out instead.
+    pub(crate) fn not_listening_since(&self) -> Option<Instant> {
+        if lock(&self.live).is_some() {
+            return None;
+        }
+        *lock(&self.refused_at)
     }
 
     /// The peer's address.
@@ -236,7 +239,7 @@ impl Peer {
                 break;
             }
             if self.blocked.load(Ordering::Acquire) {
-                self.not_listening.store(false, Ordering::Release);
+                *lock(&self.refused_at) = None;
                 self.state.send_replace(LinkState::Down("blocked".into()));
                 tokio::select! {
                     () = self.stop.cancelled() => break,
@@ -286,7 +289,7 @@ impl Peer {
             .keep_alive_while_idle(true);
         let connected = timeout(s.connect_timeout, endpoint.connect()).await;
         let refused = matches!(&connected, Ok(Err(e)) if connection_refused(e));
-        self.not_listening.store(refused, Ordering::Release);
+        *lock(&self.refused_at) = refused.then(Instant::now);
         let channel = match connected {
             Err(_) => return Err(down(&"connect timed out")),
             Ok(Err(e)) => return Err(down(&e)),

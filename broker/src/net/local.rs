@@ -15,6 +15,8 @@ use super::{CallFuture, Envelope, NodeHandler, NodeId, NodeTransport, TransportE
 pub struct LocalTransport {
     nodes: RwLock<HashMap<NodeId, Weak<dyn NodeHandler>>>,
     cut: RwLock<HashSet<(NodeId, NodeId)>>,
+    /// When each node not registered now was unregistered (stopped).
+    gone: RwLock<HashMap<NodeId, tokio::time::Instant>>,
 }
 
 impl LocalTransport {
@@ -71,24 +73,33 @@ impl NodeTransport for LocalTransport {
     }
 
     fn register(&self, node: NodeId, handler: Weak<dyn NodeHandler>) {
+        self.gone
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&node);
         self.nodes
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(node, handler);
     }
 
-    /// A node not registered (stopped, or crashed: `Cluster::crash`
-    /// unregisters it at once) is not running, whether or not the link
-    /// to it is cut; a registered one behind a cut link is only cut off.
-    fn not_listening(&self, _from: NodeId, target: NodeId) -> bool {
-        self.nodes
+    /// A node unregistered (stopped, or crashed: `Cluster::crash`
+    /// unregisters it at once) is not running since then, whether or not
+    /// the link to it is cut; a registered one behind a cut link is only
+    /// cut off.
+    fn not_listening_since(&self, _from: NodeId, target: NodeId) -> Option<tokio::time::Instant> {
+        self.gone
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(&target)
-            .is_none_or(|handler| handler.strong_count() == 0)
+            .copied()
     }
 
     fn unregister(&self, node: NodeId) {
+        self.gone
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(node, tokio::time::Instant::now());
         self.nodes
             .write()
             .unwrap_or_else(|p| p.into_inner())

@@ -140,15 +140,15 @@ pub trait NodeTransport: Send + Sync + 'static {
     fn register(&self, node: NodeId, handler: Weak<dyn NodeHandler>);
     /// Make `node` unreachable (it stopped).
     fn unregister(&self, node: NodeId);
-    /// Whether `target`, seen from `from`, is known to be not running:
+    /// Since when `target`, seen from `from`, is known to be not running:
     /// nothing listens at its address (the fabric's last dial was
-    /// refused; in process, it is not registered). A node that is slow,
-    /// cut off or partitioned is not this.
-    /// Node-level liveness takes it as the node's loss at once
-    /// (`quorum/peer_liveness.rs`).
-    fn not_listening(&self, from: NodeId, target: NodeId) -> bool {
+    /// refused, at that moment; in process, it was unregistered then). A
+    /// node that is slow, cut off or partitioned is not this. Node-level
+    /// liveness takes it as the node's loss at once, unless it heard the
+    /// node after that moment (`quorum/peer_liveness.rs`).
+    fn not_listening_since(&self, from: NodeId, target: NodeId) -> Option<tokio::time::Instant> {
         let _ = (from, target);
-        false
+        None
     }
     /// A Raft membership names `node` at `addr` (e.g. a learner being
     /// added): start reaching it there if it is not known yet. In-process

@@ -239,9 +239,9 @@ impl NodeTransport for FabricTransport {
         Box::pin(async move { answer.await.map_err(|e| map_error(target, e)) })
     }
 
-    fn not_listening(&self, from: NodeId, target: NodeId) -> bool {
+    fn not_listening_since(&self, from: NodeId, target: NodeId) -> Option<tokio::time::Instant> {
         debug_assert_eq!(from, self.node_id);
-        self.fabric().is_some_and(|f| f.not_listening(target))
+        self.fabric().and_then(|f| f.not_listening_since(target))
     }
 
     fn send(&self, from: NodeId, target: NodeId, envelope: Envelope) -> Result<(), TransportError> {

@@ -193,18 +193,23 @@ impl PeerLiveness {
             .is_some_and(|p| !self.alive(p, now.saturating_duration_since(p.last_heard)))
     }
 
-    /// `peer`, heard from before, was found not running just now (its
-    /// transport found nothing listening at its address): lost from now
-    /// on, until it is heard again. A process killed on a host that still
-    /// answers is lost here within a probe interval or two instead of the
-    /// down time-out, and its groups elect that much sooner.
-    pub(super) fn gone(&self, peer: NodeId) {
+    /// `peer`, heard from before, was found not running (its transport
+    /// found nothing listening at its address `since` then): lost from
+    /// now on, until it is heard again. A process killed on a host that
+    /// still answers is lost here within a probe interval or two instead
+    /// of the down time-out, and its groups elect that much sooner. Not if
+    /// it was heard after `since`: a node restarted since (its probes
+    /// reach this node before this node's redial reaches it).
+    pub(super) fn gone(&self, peer: NodeId, since: Instant) {
         let now = Instant::now();
         let mut peers = self.lock();
         let Some(p) = peers.get_mut(&peer) else {
             return;
         };
-        if p.gone_at.is_none() && self.alive(p, now.saturating_duration_since(p.last_heard)) {
+        if p.gone_at.is_none()
+            && p.last_heard < since
+            && self.alive(p, now.saturating_duration_since(p.last_heard))
+        {
             tracing::info!(
                 peer,
                 "nothing listens at the peer's address: its node is lost now"
@@ -445,6 +450,7 @@ async fn probe_loop(node: Weak<QuorumNode>, peer: NodeId) {
         let within = node.liveness.down_after();
         let liveness = node.liveness.clone();
         let (me, transport) = (node.node_id, node.transport.clone());
+        let fast_loss = node.config.lost_when_not_listening;
         // Not holding the node while waiting for the answer.
         drop(node);
         match tokio::time::timeout(within, call).await {
@@ -453,7 +459,11 @@ async fn probe_loop(node: Weak<QuorumNode>, peer: NodeId) {
                     liveness.heard(peer, answer.boot, answer.serving);
                 }
             }
-            _ if transport.not_listening(me, peer) => liveness.gone(peer),
+            _ if fast_loss => {
+                if let Some(since) = transport.not_listening_since(me, peer) {
+                    liveness.gone(peer, since);
+                }
+            }
             _ => {}
         }
     }
@@ -490,12 +500,15 @@ mod tests {
     async fn a_peer_found_not_running_is_lost_at_once_until_heard_again() {
         let live = PeerLiveness::new(Duration::from_millis(1250));
         // Never heard: there is nothing to lose yet.
-        live.gone(2);
+        live.gone(2, Instant::now());
         assert!(!live.known_lost(2));
         live.heard(2, 7, true);
         tokio::time::advance(Duration::from_millis(100)).await;
         assert!(!live.is_gone(2));
-        live.gone(2);
+        // Refused before it was last heard: restarted since, not gone.
+        live.gone(2, Instant::now() - Duration::from_millis(150));
+        assert!(!live.is_gone(2) && live.state(2).is_alive());
+        live.gone(2, Instant::now());
         let gone_at = Instant::now();
         assert!(live.is_gone(2));
         assert_eq!(live.state(2), PeerState::Lost { lost_at: gone_at });
@@ -503,7 +516,7 @@ mod tests {
         assert_eq!(live.vouch(2, Duration::ZERO), None);
         let revivals = *live.revived.borrow();
         tokio::time::advance(Duration::from_millis(300)).await;
-        live.gone(2);
+        live.gone(2, Instant::now());
         assert_eq!(live.state(2), PeerState::Lost { lost_at: gone_at });
         live.heard(2, 8, true);
         assert!(live.state(2).is_alive() && !live.is_gone(2));
