@@ -157,4 +157,34 @@ mod tests {
         assert!(live.until_heard(2).is_none(), "closed: no wait");
         assert_eq!(counts(&live), [4, 2, 0]);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_found_not_running_is_lost_at_once_until_heard_again() {
+        // `PeerLiveness::gone`: here, beside the waits it ends sooner.
+        use super::super::peer_liveness::PeerState;
+        use tokio::time::Instant;
+        let live = PeerLiveness::new(Duration::from_millis(1250));
+        // Never heard: there is nothing to lose yet.
+        live.gone(2, Instant::now());
+        assert!(!live.known_lost(2));
+        live.heard(2, 7, true);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(!live.is_gone(2));
+        // Refused before it was last heard: restarted since, not gone.
+        live.gone(2, Instant::now() - Duration::from_millis(150));
+        assert!(!live.is_gone(2) && live.state(2).is_alive());
+        live.gone(2, Instant::now());
+        let gone_at = Instant::now();
+        assert!(live.is_gone(2));
+        assert_eq!(live.state(2), PeerState::Lost { lost_at: gone_at });
+        assert!(live.known_lost(2));
+        assert_eq!(live.vouch(2, Duration::ZERO), None);
+        let revivals = *live.revived.borrow();
+        tokio::time::advance(Duration::from_millis(300)).await;
+        live.gone(2, Instant::now());
+        assert_eq!(live.state(2), PeerState::Lost { lost_at: gone_at });
+        live.heard(2, 8, true);
+        assert!(live.state(2).is_alive() && !live.is_gone(2));
+        assert_eq!(*live.revived.borrow(), revivals + 1, "heard again: revived");
+    }
 }
