@@ -6,13 +6,16 @@
 //! waits at once: openraft cancels a deleted group's stream while it is
 //! still opening, so neither the task nor the group's log store outlives
 //! the group by the wait's 30 s bound. Nothing is counted as a revival,
-//! since the node never came back.
+//! since the node never came back. And a waiting stream does not keep its
+//! leader from purging the log after a snapshot (openraft purges nothing
+//! a stream has in flight): a new snapshot ends the wait.
 
 use crate::common;
 
 use std::time::Duration;
 
 use common::*;
+use ramqpd_broker::queue::QueueAddress;
 use ramqpd_broker::quorum::LostPeerWaits;
 use ramqpd_broker::{BrokerConfig, Cluster};
 
@@ -108,5 +111,99 @@ async fn a_deleted_queue_ends_its_streams_wait_on_a_lost_node() {
             0.0
         );
     }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_purges_its_log_while_a_peer_is_lost() {
+    trace_from_env();
+    let mut config = BrokerConfig::default();
+    config.quorum.snapshot_min_log_bytes = 16 * 1024;
+    config.quorum.log_entries_kept_after_snapshot = 5;
+    // Bodies paged: a snapshot is due every 16 KiB of log, not every
+    // queue's worth of resident bodies.
+    config.quorum.resident_budget_bytes = 0;
+    let mut cluster = Cluster::start_lossy(3, config).await.unwrap();
+    let queue = "purgewhilelost";
+    let address = QueueAddress::parse(&format!("/quorum/{queue}")).unwrap();
+    let first = ["m".to_owned()];
+    assert_eq!(
+        publish(cluster.addr(1).unwrap(), queue, &first).await,
+        first
+    );
+    let replica = |cluster: &Cluster, id| cluster.node(id)?.quorum().get(&address);
+    // Every replica open and at one leader's last entry.
+    let leader_of = |cluster: &Cluster| {
+        let status: Vec<_> = (1..=3)
+            .map(|id| replica(cluster, id).map(|q| q.raft_status()))
+            .collect::<Option<_>>()?;
+        let first = status.first()?;
+        let agreed = status
+            .iter()
+            .all(|s| s.leader == first.leader && s.applied_index == first.last_log_index);
+        agreed.then_some(first.leader).flatten()
+    };
+    eventually(
+        Duration::from_secs(15),
+        "three replicas at one leader",
+        || leader_of(&cluster).is_some(),
+    )
+    .await;
+    let leader = leader_of(&cluster).expect("led");
+    let victim = leader % 3 + 1;
+    let crashed_at = replica(&cluster, victim)
+        .and_then(|q| q.raft_status().last_log_index)
+        .unwrap_or(0);
+    cluster.crash(victim).await.unwrap();
+    // A stream is opened when there is something to send: these fail the
+    // one open to the crashed node, and the next one waits.
+    let addr = cluster.addr(leader).expect("runs");
+    let few: Vec<String> = (0..5).map(|i| format!("few {i}")).collect();
+    assert_eq!(publish(addr, queue, &few).await, few);
+    let leader_waits = |cluster: &Cluster| cluster.node(leader).unwrap().quorum().lost_peer_waits();
+    eventually(
+        Duration::from_secs(15),
+        "the leader's stream to the crashed node waits for it",
+        || leader_waits(&cluster).open >= 1,
+    )
+    .await;
+    let held = leader_waits(&cluster);
+
+    // Past several snapshots' worth of log (16 KiB each).
+    let bodies: Vec<String> = (0..400)
+        .map(|i| format!("{i:04} {}", "p".repeat(250)))
+        .collect();
+    let addr = cluster.addr(leader).expect("runs");
+    assert_eq!(publish(addr, queue, &bodies).await, bodies);
+    // Purged past all the crashed node has, well within the wait's own
+    // bound (30 s, when a failed try would let openraft purge): the node
+    // can then only catch up from a snapshot.
+    let purged =
+        |cluster: &Cluster| replica(cluster, leader).and_then(|q| q.raft_status().purged_index);
+    eventually(
+        Duration::from_secs(15),
+        "the leader purges its log past the crashed node's",
+        || purged(&cluster).is_some_and(|p| p > crashed_at + 100),
+    )
+    .await;
+    let after = leader_waits(&cluster);
+    assert!(
+        after.started > held.started && after.woken == held.woken,
+        "snapshots ended waits, revivals did not: {held:?} -> {after:?}"
+    );
+
+    // Back, it catches up from the leader's snapshot.
+    cluster.restart(victim).await.unwrap();
+    let applied =
+        |cluster: &Cluster, id| replica(cluster, id).and_then(|q| q.raft_status().applied_index);
+    eventually(
+        Duration::from_secs(30),
+        "the restarted node caught up",
+        || {
+            let ours = applied(&cluster, victim);
+            ours.is_some() && ours == applied(&cluster, leader)
+        },
+    )
+    .await;
     cluster.shutdown().await;
 }

@@ -232,6 +232,12 @@ class BrokerProcess:
         self._kill()
         self.proc.stdout.close()
         self._stderr.close()
+        # For debugging a failure: RAMQP_INTEROP_KEEP_LOGS=DIR keeps every
+        # broker's stderr there (named by its temporary directory).
+        keep = os.environ.get("RAMQP_INTEROP_KEEP_LOGS")
+        if keep:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            shutil.copy(self.stderr_path, Path(keep) / f"{self.tmp.name}.log")
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -436,7 +436,7 @@ impl QuorumNode {
             SNAPSHOT_CHUNK_BYTES as usize,
             self.config.append_pipeline_depth,
         )
-        .with_reach(self.liveness.clone());
+        .with_reach(self.liveness.clone(), shared.snapshot_cover.subscribe());
         let raft = Raft::build(
             self.node_id,
             self.raft_config.clone(),

@@ -16,7 +16,14 @@
 //! leader retried its stream to a dead node once a second (openraft's
 //! backoff tops out at 1 s), each failure a pass of the replication task
 //! and of the group's core: 10,000 groups with one node down meant 10,000
-//! such passes a second, on the survivors, while they elected.
+//! such passes a second, on the survivors, while they elected. A waiting
+//! stream counts as in flight from the entry after the peer's last match,
+//! and openraft purges no log a stream has in flight: so the wait also
+//! ends, as an unreachable peer, when the group records a new snapshot.
+//! Else a leader purged nothing for as long as a peer was lost (up to
+//! [`LOST_HOLD`] a time), and a peer that came back was sent the whole
+//! log instead of the snapshot (the Proton crash test of a snapshot's
+//! install saw no install at all when the peer was lost quickly).
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -39,6 +46,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::AsyncRead;
 
+use super::purge_gate::SnapshotIndex;
 use super::snapshot_stream::{self, SnapshotChunk};
 use super::{GroupId, RpcKind};
 use crate::net::{Envelope, NodeId, NodeTransport, TransportError};
@@ -61,10 +69,44 @@ pub(crate) trait PeerReach: Send + Sync {
     fn until_heard(&self, node: NodeId) -> Option<BoxFuture<'static, ()>>;
 }
 
-/// Waits as [`PeerReach::until_heard`] says, for at most [`LOST_HOLD`].
-async fn hold_while_lost(reach: Option<&Arc<dyn PeerReach>>, target: NodeId) {
-    if let Some(heard) = reach.and_then(|r| r.until_heard(target)) {
-        let _ = tokio::time::timeout(LOST_HOLD, heard).await;
+/// How a wait on a lost peer ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Hold {
+    /// Not lost, heard again, or the bound ran out: try the peer.
+    Try,
+    /// The group recorded a snapshot meanwhile: give the stream up as
+    /// unreachable, untried, so openraft may purge the log it covers.
+    Release,
+}
+
+/// Waits as [`PeerReach::until_heard`] says, for at most [`LOST_HOLD`],
+/// or until `snapshots` (the group's snapshot index) moves.
+async fn hold_while_lost(
+    reach: Option<&Arc<dyn PeerReach>>,
+    snapshots: Option<&SnapshotIndex>,
+    target: NodeId,
+) -> Hold {
+    let Some(heard) = reach.and_then(|r| r.until_heard(target)) else {
+        return Hold::Try;
+    };
+    // A clone marks the index seen now: only a snapshot recorded during
+    // the wait ends it. (One recorded just before it is openraft's to
+    // purge after, which the wait then holds back until the next one: a
+    // dead peer delays its leader's purges by a snapshot at most.)
+    let recorded = async {
+        match snapshots.cloned() {
+            Some(mut index) => {
+                index.borrow_and_update();
+                if index.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::timeout(LOST_HOLD, heard) => Hold::Try,
+        () = recorded => Hold::Release,
     }
 }
 
@@ -83,6 +125,9 @@ pub(crate) struct GroupNetwork<SD> {
     pub(crate) append_depth: usize,
     /// Whether a peer's node is known lost (none: every stream is tried).
     pub(crate) reach: Option<Arc<dyn PeerReach>>,
+    /// The group's snapshot index: a new snapshot ends a wait on a lost
+    /// peer (the module docs say why).
+    pub(crate) snapshots: Option<SnapshotIndex>,
     pub(crate) _snapshot: PhantomData<fn() -> SD>,
 }
 
@@ -104,13 +149,20 @@ impl<SD> GroupNetwork<SD> {
             snapshot_chunk_bytes,
             append_depth,
             reach: None,
+            snapshots: None,
             _snapshot: PhantomData,
         }
     }
 
-    /// Streams to a peer whose node `reach` knows lost wait for it.
-    pub(crate) fn with_reach(mut self, reach: Arc<dyn PeerReach>) -> Self {
+    /// Streams to a peer whose node `reach` knows lost wait for it, or
+    /// for the group's next snapshot (`snapshots`).
+    pub(crate) fn with_reach(
+        mut self,
+        reach: Arc<dyn PeerReach>,
+        snapshots: SnapshotIndex,
+    ) -> Self {
         self.reach = Some(reach);
+        self.snapshots = Some(snapshots);
         self
     }
 }
@@ -125,6 +177,7 @@ pub(crate) struct GroupConnection<SD> {
     snapshot_chunk_bytes: usize,
     append_depth: usize,
     reach: Option<Arc<dyn PeerReach>>,
+    snapshots: Option<SnapshotIndex>,
     _snapshot: PhantomData<fn() -> SD>,
 }
 
@@ -146,6 +199,7 @@ where
             snapshot_chunk_bytes: self.snapshot_chunk_bytes,
             append_depth: self.append_depth,
             reach: self.reach.clone(),
+            snapshots: self.snapshots.clone(),
             _snapshot: PhantomData,
         }
     }
@@ -265,7 +319,11 @@ where
         S: Stream<Item = AppendEntriesRequest<C>> + OptionalSend + Unpin + 'static,
     {
         Box::pin(async move {
-            hold_while_lost(self.reach.as_ref(), self.target).await;
+            let hold = hold_while_lost(self.reach.as_ref(), self.snapshots.as_ref(), self.target);
+            if hold.await == Hold::Release {
+                let lost = TransportError::Unreachable(self.target);
+                return Err(transport_error(lost));
+            }
             if self.append_depth <= 1 {
                 return stream_append_sequential(self, input, option).await;
             }

@@ -17,6 +17,9 @@ pub struct RaftStatus {
     pub last_log_index: Option<u64>,
     /// The last index this node applied (at most the commit index).
     pub applied_index: Option<u64>,
+    /// The last index purged from this node's log (after a snapshot that
+    /// covers it); the log holds the entries after it.
+    pub purged_index: Option<u64>,
     /// On the leader: the commit index, the highest index a majority of
     /// the voters hold (openraft 0.10's `cluster_committed`). `None` on
     /// other nodes.
@@ -43,6 +46,7 @@ impl RaftStatus {
             term: metrics.current_term,
             last_log_index: metrics.last_log_index,
             applied_index: metrics.last_applied.as_ref().map(|id| id.index()),
+            purged_index: metrics.purged.as_ref().map(|id| id.index()),
             leader: metrics.current_leader,
             leading,
             quorum_ack_age_ms: metrics
