@@ -410,8 +410,9 @@ pub struct QuorumConfig {
     /// Count a peer lost at once when its address refuses connections
     /// (its process is not running) instead of after the down time-out,
     /// and have its groups' successors take over without waiting out its
-    /// lease. Off by default until a snapshot-install crash test that
-    /// failed with it in a debug build is understood (docs/benchmarks.md).
+    /// lease (on by default; off: a dead node is found by the down
+    /// time-out and its groups wait out its lease, as for a node that is
+    /// merely silent).
     pub lost_when_not_listening: bool,
 }
 
@@ -459,7 +460,7 @@ impl Default for QuorumConfig {
             max_data_bytes: 0,
             memory_high_watermark_bytes: 0,
             leader_rebalance_interval_ms: 10_000,
-            lost_when_not_listening: false,
+            lost_when_not_listening: true,
         }
     }
 }

@@ -22,8 +22,8 @@ const QUEUE: &str = "succession";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_leaders_group_is_taken_over_without_waiting_out_its_lease() {
     trace_from_env();
-    let mut config = BrokerConfig::default();
-    config.quorum.lost_when_not_listening = true;
+    // `[quorum] lost_when_not_listening` is on by default.
+    let config = BrokerConfig::default();
     let mut cluster = Cluster::start_lossy(3, config).await.unwrap();
     publish(cluster.addr(1).expect("runs"), QUEUE, &[]).await;
     let mut leader = None;
