@@ -10,7 +10,11 @@
 //!   still reaches the leader;
 //! - the leader took the settlement but lost its leadership before the
 //!   settlement was replicated: it is handed to the new leader
-//!   (`quorum/settle_batcher.rs`).
+//!   (`quorum/settle_batcher.rs`);
+//! - the same, the consumer on a node that holds no replica: when its
+//!   link follows the new leader it sends the settlement again (in
+//!   doubt: the old leader may have lost it), before its credit, so the
+//!   client is not handed the message it accepted a second time.
 //!
 //! Each test checks the queue is empty on every replica once the network
 //! healed (an accepted message is never delivered again); without the fix
@@ -37,12 +41,13 @@ fn config() -> BrokerConfig {
     base
 }
 
-/// A transient queue's address that node `node` of a 3-node cluster owns:
-/// attaching to it is answered by that node alone, whatever the network.
-fn owned_by(node: u64) -> String {
-    (0..)
+/// A transient queue's address that node `node` of a cluster of `size`
+/// nodes owns: attaching to it is answered by that node alone, whatever
+/// the network.
+fn owned_by(node: u64, size: u64) -> String {
+    (0..1_000_000)
         .map(|i| format!("owned-{i}"))
-        .find(|name| ramqpd_broker::raft::group_id(name) % 3 + 1 == node)
+        .find(|name| ramqpd_broker::raft::group_id(name) % size + 1 == node)
         .map(|name| format!("/queues/{name}"))
         .unwrap_or_default()
 }
@@ -50,10 +55,10 @@ fn owned_by(node: u64) -> String {
 /// Wait until the broker has read everything this session sent so far:
 /// attach a link to a queue `node` itself owns (frames of a connection are
 /// taken in order) and wait for the broker's answer.
-async fn round_trip(session: &mut Sess, node: u64, name: &str) {
+async fn round_trip(session: &mut Sess, (node, size): (u64, u64), name: &str) {
     let sender = step(
         "probe attach",
-        Sender::attach(session, name, owned_by(node)),
+        Sender::attach(session, name, owned_by(node, size)),
     )
     .await
     .expect("probe attaches");
@@ -133,7 +138,7 @@ async fn a_settlement_whose_send_failed_reaches_the_leader_after_the_heal() {
     // Forwarded at once: the send fails (the follower's link to the leader
     // is down).
     step("accept", rx.accept(&delivery)).await.unwrap();
-    round_trip(&mut session, follower, "probe-1").await;
+    round_trip(&mut session, (follower, 3), "probe-1").await;
     cluster.set_partitioned(follower, leader, false);
     eventually(
         Duration::from_secs(10),
@@ -157,7 +162,7 @@ async fn a_settlement_held_without_a_leader_survives_the_detach() {
     // A flow the follower cannot forward: it loses the leader and looks
     // for one; the consumer waits, attached to no node.
     step("credit", rx.set_credit(11)).await.unwrap();
-    round_trip(&mut session, follower, "probe-1").await;
+    round_trip(&mut session, (follower, 3), "probe-1").await;
     // Held while no leader is known, then the consumer leaves.
     step("accept", rx.accept(&delivery)).await.unwrap();
     step("receiver close", rx.close()).await.unwrap();
@@ -192,7 +197,7 @@ async fn a_settlement_the_old_leader_could_not_replicate_reaches_the_new_one() {
         cluster.set_partitioned(leader, other, true);
     }
     step("accept", rx.accept(&delivery)).await.unwrap();
-    round_trip(&mut session, leader, "probe-1").await;
+    round_trip(&mut session, (leader, 3), "probe-1").await;
     eventually(
         Duration::from_secs(30),
         "the other two elect a new leader",
@@ -205,6 +210,95 @@ async fn a_settlement_the_old_leader_could_not_replicate_reaches_the_new_one() {
     eventually(
         Duration::from_secs(20),
         "the accepted message leaves every replica",
+        || empty_everywhere(&cluster, queue),
+    )
+    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), connection.close()).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_sent_to_a_leader_that_lost_it_is_not_redelivered() {
+    trace_from_env();
+    let queue = "indoubt";
+    let mut base = config();
+    base.quorum.replication_factor = 3;
+    let cluster = Cluster::start(4, base).await.unwrap();
+    publish(cluster.addr(1).unwrap(), queue, &[]).await;
+    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}")).unwrap();
+    let replicas = || -> Vec<u64> {
+        (1..=4)
+            .filter(|n| {
+                cluster
+                    .node(*n)
+                    .is_some_and(|b| b.quorum().get(&address).is_some())
+            })
+            .collect()
+    };
+    eventually(Duration::from_secs(10), "three replicas", || {
+        replicas().len() == 3
+    })
+    .await;
+    let leader = wait_for_leader(&cluster, queue, None, Duration::from_secs(10)).await;
+    let others: Vec<u64> = replicas().into_iter().filter(|n| *n != leader).collect();
+    let outside = (1..=4)
+        .find(|n| !replicas().contains(n))
+        .expect("a fourth node");
+    let accepted = publish(cluster.addr(leader).unwrap(), queue, &texts(0..1)).await;
+    assert_eq!(accepted, texts(0..1));
+
+    // The consumer on the node without a replica: everything it does is
+    // forwarded to the leader.
+    let mut connection = open_at(cluster.addr(outside).unwrap(), "rx").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut rx = step(
+        "receiver attach",
+        Receiver::builder()
+            .name("rx")
+            .source(format!("/quorum/{queue}"))
+            .credit_mode(CreditMode::Manual)
+            .attach(&mut session),
+    )
+    .await
+    .unwrap();
+    step("credit", rx.set_credit(10)).await.unwrap();
+    let (delivery, text) = recv_text(&mut rx).await;
+    assert_eq!(text, "m-0");
+    // Cut from the other replicas (not from the consumer's node), the
+    // leader takes the settlement and cannot replicate it.
+    for other in &others {
+        cluster.set_partitioned(leader, *other, true);
+    }
+    step("accept", rx.accept(&delivery)).await.unwrap();
+    round_trip(&mut session, (outside, 4), "probe-1").await;
+    eventually(
+        Duration::from_secs(30),
+        "the other two replicas elect a new leader",
+        || leader_seen_by(&cluster, others[0], queue).is_some_and(|l| l != leader),
+    )
+    .await;
+    let new_leader = leader_seen_by(&cluster, others[0], queue).expect("led");
+    assert!(others.contains(&new_leader));
+    let more = publish(cluster.addr(new_leader).unwrap(), queue, &texts(1..2)).await;
+    assert_eq!(more, texts(1..2));
+    // The link follows the new leader; the first thing it gets is the new
+    // message: m-0, returned to the queue there, was settled by id first.
+    let delivery = within(
+        Duration::from_secs(30),
+        "a delivery through the new leader",
+        rx.recv::<String>(),
+    )
+    .await
+    .expect("receive succeeds");
+    let text = delivery.body().clone();
+    assert_eq!(text, "m-1", "the accepted m-0 was delivered again");
+    step("accept", rx.accept(&delivery)).await.unwrap();
+    for other in &others {
+        cluster.set_partitioned(leader, *other, false);
+    }
+    eventually(
+        Duration::from_secs(20),
+        "both messages leave every replica",
         || empty_everywhere(&cluster, queue),
     )
     .await;

@@ -6,9 +6,10 @@
 
 use bytes::Bytes;
 
+use super::held_settles::doubt_sent;
 use super::protocol::ToServer;
 use super::routed::{At, RoutedQueue, State, Target};
-use crate::queue::{ConsumerId, Outcome, Queue};
+use crate::queue::{ConsumerId, Outcome};
 
 impl RoutedQueue {
     /// Move every link to `target` (see `follow.rs`'s module docs). The
@@ -41,6 +42,7 @@ impl RoutedQueue {
                     // A dead node's links die with it, and a live one
                     // audits ours.
                     self.fwd.close_link(node, link);
+                    doubt_sent(consumer);
                     delivery_count
                 }
                 At::Nowhere { delivery_count } => delivery_count,
@@ -99,6 +101,16 @@ impl RoutedQueue {
                 let Some(local) = self.local() else {
                     return self.lose_target(state);
                 };
+                // Before it subscribes, so that what the client settled
+                // through an earlier leader is not delivered to it again.
+                let held = &consumer.held_settles;
+                if !held
+                    .iter()
+                    .all(|&(m, outcome)| local.settle_by_id(m, outcome))
+                {
+                    return self.lose_target(state); // not leading after all
+                }
+                consumer.held_settles.clear();
                 match local.subscribe_routed(
                     consumer.sink.clone(),
                     consumer.tag,
@@ -110,9 +122,6 @@ impl RoutedQueue {
                         // Its place in the consumer order, for the next leader.
                         if let Some(stamp) = local.stamp_of(local_id) {
                             consumer.options.registered = Some(stamp);
-                        }
-                        for (message, outcome) in consumer.held_settles.drain(..) {
-                            local.settle(local_id, message, outcome);
                         }
                     }
                     Err(_) => self.lose_target(state),

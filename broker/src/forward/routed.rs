@@ -76,6 +76,8 @@ pub(super) struct RConsumer {
     pub(super) options: ConsumerOptions,
     /// Accepted/rejected settlements not sent yet (`held_settles.rs`).
     pub(super) held_settles: Settles,
+    /// Those sent to a remote leader lately, not known applied (the same).
+    pub(super) in_doubt: Settles,
 }
 
 /// A publish whose message has not reached a serving node yet.
@@ -498,6 +500,7 @@ impl Queue for RoutedQueue {
                 at: At::Nowhere { delivery_count: 0 },
                 options,
                 held_settles: Settles::new(),
+                in_doubt: Settles::new(),
             },
         );
         self.attach(&mut state, id);
