@@ -7,7 +7,10 @@
 //! time-out). On a 3-node in-process cluster with the default Raft
 //! timings: a queue's leader crashes right after a publish; a survivor
 //! leads, counted as a succession, and every message accepted before
-//! the crash is there.
+//! the crash is there. And a leader that goes silent right after a
+//! publish (cut off: its node is lost, not found not running) is
+//! succeeded the moment its lease runs out (`follower_tick.rs`,
+//! `lease_ran_out`), counted as such.
 
 use crate::common;
 
@@ -87,5 +90,88 @@ async fn a_crashed_leaders_group_is_taken_over_without_waiting_out_its_lease() {
     )
     .await;
     assert_eq!(got, texts, "nothing accepted is lost");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_leaders_group_is_taken_over_when_its_lease_runs_out() {
+    trace_from_env();
+    let queue = "silent";
+    let cluster = Cluster::start_lossy(3, BrokerConfig::default())
+        .await
+        .unwrap();
+    publish(cluster.addr(1).expect("runs"), queue, &[]).await;
+    let mut leader = None;
+    eventually(Duration::from_secs(20), "the queue has a leader", || {
+        leader = cluster.leader_of(queue);
+        leader.is_some()
+    })
+    .await;
+    let victim = leader.expect("a leader");
+    let survivors: Vec<u64> = (1..=3).filter(|id| *id != victim).collect();
+    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}")).unwrap();
+    let seen_by = |cluster: &Cluster, id: u64| {
+        cluster
+            .node(id)
+            .and_then(|n| n.quorum().get(&address))
+            .and_then(|q| q.leader())
+    };
+    let campaigns = |cluster: &Cluster| -> u64 {
+        survivors
+            .iter()
+            .filter_map(|id| cluster.node(*id))
+            .map(|node| node.quorum().lease_campaigns())
+            .sum()
+    };
+    eventually(Duration::from_secs(20), "every replica knows it", || {
+        survivors
+            .iter()
+            .all(|s| seen_by(&cluster, *s) == Some(victim))
+    })
+    .await;
+    assert_eq!(campaigns(&cluster), 0);
+
+    // Traffic just before the cut: the followers' leases are fresh.
+    let texts: Vec<String> = (0..5).map(|i| format!("before-{i}")).collect();
+    let got = publish(cluster.addr(survivors[0]).expect("runs"), queue, &texts).await;
+    assert_eq!(got, texts, "accepted before the cut");
+    for s in &survivors {
+        cluster.set_partitioned(victim, *s, true);
+    }
+    let cut = Instant::now();
+    eventually(
+        Duration::from_secs(30),
+        "a survivor leads the queue",
+        || {
+            survivors
+                .iter()
+                .any(|s| seen_by(&cluster, *s).is_some_and(|l| l != victim))
+        },
+    )
+    .await;
+    eprintln!(
+        "led again {:?} after the cut (lease {} ms)",
+        cut.elapsed(),
+        BrokerConfig::default().quorum.election_timeout_max_ms
+    );
+    assert!(
+        campaigns(&cluster) >= 1,
+        "the successor campaigned as the lease ran out"
+    );
+    assert_eq!(
+        cluster.node(survivors[0]).unwrap().quorum().successions(),
+        0
+    );
+    let got = consume_at_least(
+        cluster.addr(survivors[1]).expect("runs"),
+        queue,
+        texts.len(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(got, texts, "nothing accepted is lost");
+    for s in &survivors {
+        cluster.set_partitioned(victim, *s, false);
+    }
     cluster.shutdown().await;
 }

@@ -51,6 +51,8 @@ struct Scrape {
     rebalance: crate::quorum::LeaderRebalance,
     /// Take-overs from leaders whose node was found not running.
     successions: u64,
+    /// Campaigns the moment a lost leader's lease ran out.
+    lease_campaigns: u64,
     meta: RaftStatus,
     commit_latency: LatencySnapshot,
     store: store_redb::BatchStatsSnapshot,
@@ -96,6 +98,7 @@ fn gather(sources: &Sources, scope: Scope) -> Scrape {
         lost_peer_waits: sources.quorum.lost_peer_waits(),
         rebalance: sources.quorum.leader_rebalance(),
         successions: sources.quorum.successions(),
+        lease_campaigns: sources.quorum.lease_campaigns(),
         meta: sources.metadata.raft_status(),
         commit_latency: sources.quorum.commit_latency(),
         store: sources.quorum.store_stats(),
@@ -368,6 +371,12 @@ fn encode_raft(encoder: &mut DescriptorEncoder, scrape: &Scrape) -> fmt::Result 
         "ramqp_raft_successions",
         "Elections started at once by a replica here, the group's successor, because its leader's node was found not running (nothing listening at its address).",
         scrape.successions,
+    )?;
+    counter(
+        encoder,
+        "ramqp_raft_lease_campaigns",
+        "Elections started by a replica here, the group's successor, the moment its lost leader's lease ran out (a leader that went silent: not found not running).",
+        scrape.lease_campaigns,
     )?;
     histogram(
         encoder,

@@ -128,8 +128,8 @@ pub struct QuorumNode {
     pub(super) append_feeds: Arc<AppendFeeds<QueueRaft>>,
     /// Leaderships handed back to their preferred node (`rebalance.rs`).
     pub(super) rebalance: super::rebalance::RebalanceCounts,
-    /// Take-overs from a leader whose node is not running (`follower_tick.rs`).
-    pub(super) successions: std::sync::atomic::AtomicU64,
+    /// Take-overs from a leader lost or not running (`follower_tick.rs`).
+    pub(super) successions: super::follower_tick::Successions,
 }
 
 /// The node-wide Raft log file under the data directory.
