@@ -111,7 +111,23 @@ async fn one_delivery(
         ConsumerOn::Leader => leader,
         ConsumerOn::Follower => f1,
     };
-    let mut connection = open_at(cluster.addr(consumer).unwrap(), "rx").await;
+    let (connection, session, rx, delivery) = first_delivery(&cluster, consumer, queue).await;
+    (cluster, (leader, f1, f2), connection, session, rx, delivery)
+}
+
+/// A receiver of `/quorum/<queue>` on node `node` with credit 10, and
+/// the first delivery it got, which must be `m-0`.
+async fn first_delivery(
+    cluster: &Cluster,
+    node: u64,
+    queue: &str,
+) -> (
+    Conn,
+    Sess,
+    Receiver,
+    fe2o3_amqp::link::delivery::Delivery<String>,
+) {
+    let mut connection = open_at(cluster.addr(node).unwrap(), "rx").await;
     let mut session = begin_session(&mut connection).await;
     let mut rx = step(
         "receiver attach",
@@ -126,7 +142,7 @@ async fn one_delivery(
     step("credit", rx.set_credit(10)).await.unwrap();
     let (delivery, text) = recv_text(&mut rx).await;
     assert_eq!(text, "m-0");
-    (cluster, (leader, f1, f2), connection, session, rx, delivery)
+    (connection, session, rx, delivery)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,21 +265,8 @@ async fn a_settlement_sent_to_a_leader_that_lost_it_is_not_redelivered() {
 
     // The consumer on the node without a replica: everything it does is
     // forwarded to the leader.
-    let mut connection = open_at(cluster.addr(outside).unwrap(), "rx").await;
-    let mut session = begin_session(&mut connection).await;
-    let mut rx = step(
-        "receiver attach",
-        Receiver::builder()
-            .name("rx")
-            .source(format!("/quorum/{queue}"))
-            .credit_mode(CreditMode::Manual)
-            .attach(&mut session),
-    )
-    .await
-    .unwrap();
-    step("credit", rx.set_credit(10)).await.unwrap();
-    let (delivery, text) = recv_text(&mut rx).await;
-    assert_eq!(text, "m-0");
+    let (mut connection, mut session, mut rx, delivery) =
+        first_delivery(&cluster, outside, queue).await;
     // Cut from the other replicas (not from the consumer's node), the
     // leader takes the settlement and cannot replicate it.
     for other in &others {

@@ -32,7 +32,11 @@
 //!   lead (`vote_guard.rs`);
 //! - any other replica (candidate, learner, a follower that lost touch)
 //!   ticks. One that becomes candidate gets its tick back at once
-//!   (`leadership_watch.rs`).
+//!   (`leadership_watch.rs`);
+//! - a follower or candidate that is the successor of a lost leader
+//!   campaigns the moment that leader's lease runs out (`lease_ran_out`),
+//!   and one whose leader's node was found not running takes over at
+//!   once (`Visit::succeed`).
 //!
 //! Quiet groups (`quiet.rs`) extend both: a quiet leader's heartbeat is
 //! not triggered, and a follower whose leader's node is alive by
@@ -367,9 +371,11 @@ impl Visit<'_> {
             }
             Needs::Campaign => {
                 queue.raft.runtime_config().tick(true);
-                self.node.successions.lease_out.fetch_add(1, Relaxed);
-                // Never waits, as a heartbeat's trigger.
-                let _ = queue.raft.trigger().elect(true).now_or_never();
+                // Never waits, as a heartbeat's trigger (a full command
+                // channel: its election timer is running anyway).
+                if let Some(Ok(())) = queue.raft.trigger().elect(true).now_or_never() {
+                    self.node.successions.lease_out.fetch_add(1, Relaxed);
+                }
                 false
             }
             Needs::Nothing { settled } => {
