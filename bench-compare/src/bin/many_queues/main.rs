@@ -29,6 +29,11 @@
 //! 8. the two survivors idle with that node still down: their CPU over
 //!    `--idle-secs` after `--settle-secs` (every group led, the dead
 //!    node's replicas unreachable), and the elections meanwhile.
+//!
+//! `--kill-signal STOP` makes both kills a silent death instead (a host
+//! crash as the survivors see it: the kernel still takes the node's
+//! connections, nothing answers); the node is SIGKILLed once every group
+//! is led again.
 
 #![forbid(unsafe_code)]
 
@@ -88,6 +93,10 @@ struct Args {
     /// interval_ms`) before the next kill; 0: do not wait.
     #[arg(long, default_value_t = 90)]
     rebalance_wait_secs: u64,
+    /// The signal of the two kills: KILL (a process death: its address
+    /// refuses connections at once) or STOP (a silent death).
+    #[arg(long, default_value = "KILL")]
+    kill_signal: String,
     /// Extra flags for every ramqp-brokerd (space-separated).
     #[arg(long, default_value = "")]
     extra_args: String,
@@ -389,10 +398,10 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
         .await?
         .leading;
     let t = Instant::now();
-    cluster.signal(1, "KILL")?;
-    let _ = cluster.wait_exit(1, Duration::from_secs(10)).await?;
+    kill(args, cluster, 1).await?;
     wait_all_led(cluster, &[2, 3], n, Duration::from_secs(300), poll).await?;
     let failover_s = t.elapsed().as_secs_f64();
+    reap(args, cluster, 1).await?;
     let after_kill = scrape_all(cluster, &[2, 3]).await?;
     log(
         started,
@@ -421,6 +430,25 @@ async fn run(args: &Args, cluster: &mut Cluster) -> Result<Value> {
         );
     }
     Ok(out)
+}
+
+/// Kill node `id` with `--kill-signal`; after a KILL, wait for its exit.
+async fn kill(args: &Args, cluster: &mut Cluster, id: u64) -> Result<()> {
+    cluster.signal(id, &args.kill_signal)?;
+    if args.kill_signal != "STOP" {
+        let _ = cluster.wait_exit(id, Duration::from_secs(10)).await?;
+    }
+    Ok(())
+}
+
+/// After a STOP: the stopped node killed for good (the next phases
+/// restart it or run without it).
+async fn reap(args: &Args, cluster: &mut Cluster, id: u64) -> Result<()> {
+    if args.kill_signal == "STOP" {
+        cluster.signal(id, "KILL")?;
+        let _ = cluster.wait_exit(id, Duration::from_secs(10)).await?;
+    }
+    Ok(())
 }
 
 /// Phase 7: node 1 back, every group quiet for `--quiet-secs`, then the
@@ -457,8 +485,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     let others: Vec<u64> = all.iter().copied().filter(|id| *id != victim).collect();
     let store_before = scrape_at(cluster, &others, path).await?;
     let t = Instant::now();
-    cluster.signal(victim, "KILL")?;
-    let _ = cluster.wait_exit(victim, Duration::from_secs(10)).await?;
+    kill(args, cluster, victim).await?;
     let (_, led_over) = led_over_time(
         cluster,
         &others,
@@ -468,6 +495,7 @@ async fn quiet_kill(args: &Args, cluster: &mut Cluster, started: Instant) -> Res
     )
     .await?;
     let failover_s = t.elapsed().as_secs_f64();
+    reap(args, cluster, victim).await?;
     // What the survivors' log stores did meanwhile: each durable write
     // holding a vote is a redb transaction that folds the journal first.
     let store_after = scrape_at(cluster, &others, path).await?;
