@@ -193,12 +193,6 @@ async fn a_settlement_held_without_a_leader_survives_the_detach() {
     cluster.shutdown().await;
 }
 
-/// The leader of `/quorum/<queue>` as node `node`'s replica knows it.
-fn leader_seen_by(cluster: &Cluster, node: u64, queue: &str) -> Option<u64> {
-    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}")).ok()?;
-    cluster.node(node)?.quorum().get(&address)?.leader()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settlement_the_old_leader_could_not_replicate_reaches_the_new_one() {
     trace_from_env();

@@ -29,13 +29,7 @@ async fn a_crashed_leaders_group_is_taken_over_without_waiting_out_its_lease() {
     let config = BrokerConfig::default();
     let mut cluster = Cluster::start_lossy(3, config).await.unwrap();
     publish(cluster.addr(1).expect("runs"), QUEUE, &[]).await;
-    let mut leader = None;
-    eventually(Duration::from_secs(20), "the queue has a leader", || {
-        leader = cluster.leader_of(QUEUE);
-        leader.is_some()
-    })
-    .await;
-    let victim = leader.expect("a leader");
+    let victim = wait_for_leader(&cluster, QUEUE, None, Duration::from_secs(20)).await;
     let survivors: Vec<u64> = (1..=3).filter(|id| *id != victim).collect();
     // Quiet: its leader idles without heartbeats, which it does only once
     // node-level liveness has heard every voter's node.
@@ -101,21 +95,9 @@ async fn a_silent_leaders_group_is_taken_over_when_its_lease_runs_out() {
         .await
         .unwrap();
     publish(cluster.addr(1).expect("runs"), queue, &[]).await;
-    let mut leader = None;
-    eventually(Duration::from_secs(20), "the queue has a leader", || {
-        leader = cluster.leader_of(queue);
-        leader.is_some()
-    })
-    .await;
-    let victim = leader.expect("a leader");
+    let victim = wait_for_leader(&cluster, queue, None, Duration::from_secs(20)).await;
     let survivors: Vec<u64> = (1..=3).filter(|id| *id != victim).collect();
-    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}")).unwrap();
-    let seen_by = |cluster: &Cluster, id: u64| {
-        cluster
-            .node(id)
-            .and_then(|n| n.quorum().get(&address))
-            .and_then(|q| q.leader())
-    };
+    let seen_by = |cluster: &Cluster, id: u64| leader_seen_by(cluster, id, queue);
     let campaigns = |cluster: &Cluster| -> u64 {
         survivors
             .iter()

@@ -128,14 +128,13 @@ enum Needs {
 fn lease_ran_out(
     queue: &QuorumQueue,
     m: &openraft::RaftMetrics<super::types::QueueRaft>,
-    me: NodeId,
-    timings: &Timings,
-    liveness: &PeerLiveness,
+    contact: Option<(NodeId, Duration)>,
+    (me, timings, liveness): (NodeId, &Timings, &PeerLiveness),
 ) -> bool {
     if !matches!(m.state, ServerState::Follower | ServerState::Candidate) {
         return false;
     }
-    let Some((leader, age)) = queue.heard_contact() else {
+    let Some((leader, age)) = contact else {
         return false;
     };
     let window = timings.lease..timings.lease + timings.visit * 2;
@@ -156,7 +155,9 @@ fn lease_ran_out(
 fn needs(queue: &QuorumQueue, me: NodeId, timings: &Timings, liveness: &PeerLiveness) -> Needs {
     let metrics = queue.raft.metrics();
     let m = metrics.borrow_watched();
-    if lease_ran_out(queue, &m, me, timings, liveness) {
+    // The last AppendEntries taken here: from which leader, how long ago.
+    let contact = queue.heard_contact();
+    if lease_ran_out(queue, &m, contact, (me, timings, liveness)) {
         return Needs::Campaign;
     }
     let leader = match (m.state, m.current_leader) {
@@ -202,7 +203,7 @@ fn needs(queue: &QuorumQueue, me: NodeId, timings: &Timings, liveness: &PeerLive
         // Removed from the group: openraft's timer decides.
         return Needs::Tick;
     }
-    let heard = queue.heard_contact().filter(|(heard, _)| *heard == leader);
+    let heard = contact.filter(|(heard, _)| *heard == leader);
     let vouched = heard.is_some_and(|(_, age)| liveness.vouch(leader, age).is_some());
     // A leader whose node was found not running is known dead however
     // lately it was heard.

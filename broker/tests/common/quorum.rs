@@ -296,6 +296,12 @@ pub async fn wait_for_leader(
     leader.expect("eventually returned with a leader")
 }
 
+/// The leader of `/quorum/<queue>` as node `node`'s replica knows it.
+pub fn leader_seen_by(cluster: &ramqpd_broker::Cluster, node: u64, queue: &str) -> Option<u64> {
+    let address = ramqpd_broker::queue::QueueAddress::parse(&format!("/quorum/{queue}")).ok()?;
+    cluster.node(node)?.quorum().get(&address)?.leader()
+}
+
 /// The stats of node `node`'s replica of `/quorum/<queue>`, if that node
 /// runs and holds one.
 pub fn replica_stats(
