@@ -119,6 +119,11 @@ pub struct Cli {
     #[arg(long, env = "RAMQP_WORKER_THREADS", value_name = "N")]
     pub worker_threads: Option<usize>,
 
+    /// Scheduler of the async runtime (`[runtime] flavor`) [default:
+    /// auto: current-thread with one worker, else multi-thread].
+    #[arg(long, env = "RAMQP_RUNTIME_FLAVOR", value_name = "FLAVOR")]
+    pub runtime_flavor: Option<RuntimeFlavor>,
+
     /// Address of the TLS (amqps) listener; needs --tls-cert and --tls-key.
     /// Without --listen (flag, variable or file) there is then no plain
     /// listener. Clients may also start TLS on the plain listener with
@@ -368,6 +373,32 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line, for log collectors.
     Json,
+}
+
+/// Which tokio scheduler runs the daemon's tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuntimeFlavor {
+    /// `current-thread` when the runtime gets one worker, else
+    /// `multi-thread`.
+    #[default]
+    Auto,
+    /// Worker threads that steal each other's tasks; the process's main
+    /// thread only waits.
+    MultiThread,
+    /// Every task on the process's main thread (one worker, no stealing).
+    CurrentThread,
+}
+
+impl RuntimeFlavor {
+    /// The name the flag and the config file take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeFlavor::Auto => "auto",
+            RuntimeFlavor::MultiThread => "multi-thread",
+            RuntimeFlavor::CurrentThread => "current-thread",
+        }
+    }
 }
 
 /// One `--sasl-user NAME:PASSWORD` value.

@@ -17,6 +17,7 @@ mod fd_limit;
 mod heap_trim;
 mod logging;
 mod malloc_arenas;
+mod runtime;
 mod settings;
 
 use std::process::ExitCode;
@@ -33,8 +34,12 @@ fn main() -> ExitCode {
         Ok(settings) => settings,
         Err(error) => return config_error(&error),
     };
+    let flavor = match settings.runtime.resolved_flavor() {
+        Ok(flavor) => flavor,
+        Err(error) => return config_error(&error),
+    };
     // Before logging's thread and the runtime's start allocating.
-    let arenas = malloc_arenas::limit(settings.runtime.worker_threads);
+    let arenas = malloc_arenas::limit(settings.runtime.workers());
     if let Err(error) = logging::init(&settings.log) {
         return config_error(&error);
     }
@@ -83,12 +88,7 @@ fn main() -> ExitCode {
         );
     }
 
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all().thread_name("ramqp-worker");
-    if settings.runtime.worker_threads > 0 {
-        builder.worker_threads(settings.runtime.worker_threads);
-    }
-    let runtime = match builder.build() {
+    let runtime = match runtime::build(&settings.runtime, flavor) {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!(%error, "cannot start the tokio runtime");
@@ -100,6 +100,7 @@ fn main() -> ExitCode {
     // the setting gave.
     tracing::info!(
         workers = runtime.metrics().num_workers(),
+        flavor = flavor.as_str(),
         "async runtime started"
     );
     let outcome = runtime.block_on(daemon::run(broker_config, cli.config.clone()));

@@ -21,17 +21,14 @@
 //! setting, wins. glibc only; elsewhere nothing to do.
 #![allow(unsafe_code)]
 
-/// Limits the process to one malloc arena per runtime worker
-/// (`worker_threads`, 0: one per core) unless the environment sets
-/// `MALLOC_ARENA_MAX`. Returns the limit it set.
-pub fn limit(worker_threads: usize) -> Option<usize> {
+/// Limits the process to one malloc arena per runtime worker (`workers`,
+/// resolved: at least 1) unless the environment sets `MALLOC_ARENA_MAX`.
+/// Returns the limit it set.
+pub fn limit(workers: usize) -> Option<usize> {
     if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
         return None;
     }
-    let arenas = match worker_threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let arenas = workers.max(1);
     set_max(arenas).then_some(arenas)
 }
 

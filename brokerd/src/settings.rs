@@ -17,7 +17,7 @@ use serde::Deserialize;
 use toml::de::{DeTable, Deserializer};
 use toml::Spanned;
 
-use crate::cli::{Cli, LogFormat};
+use crate::cli::{Cli, LogFormat, RuntimeFlavor};
 
 /// Where the daemon listens when neither the file nor a flag says. The
 /// library's own default is port 0, right for embedded tests but useless
@@ -69,6 +69,34 @@ pub struct RuntimeConfig {
     /// (`deploy/local-cluster.sh` gives each node the cores divided by the
     /// node count, at least 1).
     pub worker_threads: usize,
+    /// The scheduler: `auto` (the default) runs one worker as tokio's
+    /// current-thread scheduler, on the process's main thread, where a
+    /// multi-thread runtime of one worker would still hand every task
+    /// between threads' queues and keep its stealing state.
+    pub flavor: RuntimeFlavor,
+}
+
+impl RuntimeConfig {
+    /// Worker threads this configuration gives on this machine.
+    pub fn workers(&self) -> usize {
+        match self.worker_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
+    /// The scheduler this configuration gives on this machine (`auto`
+    /// resolved), or why it is refused.
+    pub fn resolved_flavor(&self) -> Result<RuntimeFlavor, ConfigError> {
+        match (self.flavor, self.workers()) {
+            (RuntimeFlavor::Auto, 1) => Ok(RuntimeFlavor::CurrentThread),
+            (RuntimeFlavor::Auto, _) => Ok(RuntimeFlavor::MultiThread),
+            (RuntimeFlavor::CurrentThread, n) if n > 1 => Err(ConfigError(format!(
+                "runtime flavor current-thread runs one worker, but worker_threads gives {n}"
+            ))),
+            (flavor, _) => Ok(flavor),
+        }
+    }
 }
 
 /// Everything the daemon needs to run.
@@ -120,7 +148,9 @@ pub fn resolve(cli: &Cli) -> Result<Settings, ConfigError> {
         Some(path) => load_file(path)?,
         None => Settings::default(),
     };
-    Ok(apply_cli(base, cli))
+    let settings = apply_cli(base, cli);
+    settings.runtime.resolved_flavor()?;
+    Ok(settings)
 }
 
 /// Read and parse one config file.
@@ -322,6 +352,9 @@ pub fn apply_cli(mut settings: Settings, cli: &Cli) -> Settings {
     }
     if let Some(n) = cli.worker_threads {
         settings.runtime.worker_threads = n;
+    }
+    if let Some(flavor) = cli.runtime_flavor {
+        settings.runtime.flavor = flavor;
     }
     settings
 }

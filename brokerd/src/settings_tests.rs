@@ -235,6 +235,39 @@ fn worker_threads_from_file_env_and_flag() {
 }
 
 #[test]
+fn runtime_flavor_from_file_env_and_flag() {
+    let default = parse_file("[runtime]\nworker_threads = 1\n")
+        .unwrap()
+        .runtime;
+    assert_eq!(default.flavor, RuntimeFlavor::Auto);
+    assert_eq!(
+        default.resolved_flavor().unwrap(),
+        RuntimeFlavor::CurrentThread
+    );
+    let two = parse_file("[runtime]\nworker_threads = 2\n")
+        .unwrap()
+        .runtime;
+    assert_eq!(two.resolved_flavor().unwrap(), RuntimeFlavor::MultiThread);
+
+    let file = parse_file("[runtime]\nworker_threads = 1\nflavor = \"multi-thread\"\n").unwrap();
+    assert_eq!(
+        file.runtime.resolved_flavor().unwrap(),
+        RuntimeFlavor::MultiThread
+    );
+    let env = [("RAMQP_RUNTIME_FLAVOR", "current-thread")];
+    let from_env = apply_cli(file.clone(), &parse_with_env(&[], &env).unwrap());
+    assert_eq!(from_env.runtime.flavor, RuntimeFlavor::CurrentThread);
+    let cli = parse_with_env(&["--runtime-flavor", "auto"], &env).unwrap();
+    assert_eq!(apply_cli(file, &cli).runtime.flavor, RuntimeFlavor::Auto);
+    assert!(parse_file("[runtime]\nflavor = \"single\"\n").is_err());
+
+    // One thread cannot run more workers than one.
+    let three = parse_file("[runtime]\nworker_threads = 3\nflavor = \"current-thread\"\n").unwrap();
+    let refused = three.runtime.resolved_flavor().unwrap_err();
+    assert!(refused.0.contains("worker_threads gives 3"), "{refused}");
+}
+
+#[test]
 fn absent_flags_keep_file_values() {
     let settings = apply_cli(parse_file(FILE).unwrap(), &parse(&[]));
     assert_eq!(settings.broker.listen, "0.0.0.0:6000".parse().unwrap());

@@ -170,14 +170,28 @@ def runtime_workers(broker):
     return int("".join(found[-1]))
 
 
+def runtime_flavor(broker):
+    """The scheduler named in the broker's start-up line."""
+    found = re.findall(r"async runtime started.*flavor=\"?([a-z-]+)|flavor=\"?([a-z-]+)\"?.*async runtime started",
+                       broker.stderr_path.read_text())
+    assert found, "no flavor in the 'async runtime started' line"
+    return "".join(found[-1])
+
+
 def test_worker_threads_from_config_file_and_flag(start_broker, tmp_path):
     config = tmp_path / "ramqp.toml"
     config.write_text("[runtime]\nworker_threads = 1\n")
     one = start_broker("--config", str(config))
     three = start_broker("--config", str(config), "--worker-threads", "3")
+    one_multi = start_broker("--config", str(config), env={"RAMQP_RUNTIME_FLAVOR": "multi-thread"})
     assert runtime_workers(one) == 1
     assert runtime_workers(three) == 3
-    for broker in (one, three):
+    assert runtime_workers(one_multi) == 1
+    # One worker runs on tokio's current-thread scheduler unless told otherwise.
+    assert runtime_flavor(one) == "current-thread"
+    assert runtime_flavor(three) == "multi-thread"
+    assert runtime_flavor(one_multi) == "multi-thread"
+    for broker in (one, three, one_multi):
         with connection(broker.url) as conn:
             send_all(conn, "/queues/workers", ["w"])
             assert receive_all(conn.create_receiver("/queues/workers", credit=1), 1)[0].body == "w"

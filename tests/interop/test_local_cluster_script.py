@@ -66,9 +66,11 @@ def test_start_status_add_remove_stop():
         assert len(pids) == 3
         # The nodes share the machine's cores (at least one worker each).
         workers = max(1, len(os.sched_getaffinity(0)) // 3)
+        flavor = "current-thread" if workers == 1 else "multi-thread"
         for i in (1, 2, 3):
             log = (Path(cluster_dir) / f"node{i}" / "log").read_text()
             assert f"workers={workers}" in log and "async runtime started" in log, log[-2000:]
+            assert f"flavor={flavor}" in log or f'flavor="{flavor}"' in log, log[-2000:]
 
         # Publish through node 1, consume through node 3.
         with connection(f"amqp://127.0.0.1:{base}") as conn:
