@@ -15,6 +15,7 @@ directory (on a new ephemeral port, so read `url` again afterwards).
 
 import gc
 import os
+import shlex
 import select
 import shutil
 import signal
@@ -75,6 +76,9 @@ class BrokerProcess:
         log_level = os.environ.get("RAMQP_INTEROP_LOG_LEVEL")
         if log_level:
             self.args += ["--log-level", log_level]
+        # To run the suite on another runtime set-up, for example
+        # RAMQP_INTEROP_EXTRA_ARGS="--worker-threads 1": flags for every broker.
+        self.args += shlex.split(os.environ.get("RAMQP_INTEROP_EXTRA_ARGS", ""))
         env = dict(os.environ)
         # Flags are the whole configuration of a test broker: a RAMQP_*
         # variable leaking in from the caller's shell must not change it.
