@@ -71,8 +71,9 @@ pub struct RuntimeConfig {
     pub worker_threads: usize,
     /// The scheduler: `auto` (the default) runs one worker as tokio's
     /// current-thread scheduler, on the process's main thread, where a
-    /// multi-thread runtime of one worker would still hand every task
-    /// between threads' queues and keep its stealing state.
+    /// multi-thread runtime of one worker would keep its work-stealing
+    /// state and poll the daemon's own future on a second thread
+    /// (`runtime.rs`).
     pub flavor: RuntimeFlavor,
 }
 
