@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of this repository: build everything, check formatting
 # and clippy lints, run the Rust tests, then run the Qpid Proton interop
-# suite (tests/interop) and the short nemesis runs (tests/nemesis) against
+# suite (tests/interop, its cluster tests twice: once on one current-thread
+# worker per broker) and the short nemesis runs (tests/nemesis) against
 # the ramqp-brokerd binary that was just built.
 #
 #   scripts/test.sh              # everything
@@ -65,6 +66,15 @@ fi
 # computing, so two at once nearly halve its time on 2 cores.
 echo "==> pytest tests/interop on 2 workers (broker: $brokerd)"
 RAMQP_BROKERD="$brokerd" "$python" -m pytest tests/interop -q -n 2 --dist loadfile "$@"
+
+# The 3-node local cluster runs each node on one worker, which `auto`
+# makes tokio's current-thread scheduler (`[runtime] flavor`); the suite
+# above runs its brokers on one worker per core. So the cluster tests
+# (kill -9, isolation, rolling restart, forwarding) once more with every
+# broker on one current-thread worker (about 100 s here).
+echo "==> pytest tests/interop/test_cluster.py, brokers on one current-thread worker"
+RAMQP_INTEROP_EXTRA_ARGS="--worker-threads 1" RAMQP_BROKERD="$brokerd" \
+    "$python" -m pytest tests/interop/test_cluster.py -q
 
 # Three short fixed-seed fault runs against a 3-node cluster
 # (tests/nemesis, about 5 minutes here; root-only faults are skipped with
