@@ -149,9 +149,7 @@ pub fn resolve(cli: &Cli) -> Result<Settings, ConfigError> {
         Some(path) => load_file(path)?,
         None => Settings::default(),
     };
-    let settings = apply_cli(base, cli);
-    settings.runtime.resolved_flavor()?;
-    Ok(settings)
+    Ok(apply_cli(base, cli))
 }
 
 /// Read and parse one config file.

@@ -162,19 +162,14 @@ def test_env_overrides_config_file_and_flag_overrides_env(start_broker, tmp_path
     assert announced_frame_size(flagged) == 4096
 
 
-def runtime_workers(broker):
-    """The worker count tokio reported in the broker's start-up line."""
-    found = re.findall(r"workers=(\d+).*async runtime started|async runtime started.*workers=(\d+)",
+def runtime_started(broker, field):
+    """A field (`workers`, `flavor`) of the broker's 'async runtime
+    started' line, as text; the field may come before or after the
+    message, its value quoted or not."""
+    value = rf'{field}="?([a-z0-9-]+)'
+    found = re.findall(rf"{value}.*async runtime started|async runtime started.*{value}",
                        broker.stderr_path.read_text())
-    assert found, "no 'async runtime started' line in the broker's log"
-    return int("".join(found[-1]))
-
-
-def runtime_flavor(broker):
-    """The scheduler named in the broker's start-up line."""
-    found = re.findall(r"async runtime started.*flavor=\"?([a-z-]+)|flavor=\"?([a-z-]+)\"?.*async runtime started",
-                       broker.stderr_path.read_text())
-    assert found, "no flavor in the 'async runtime started' line"
+    assert found, f"no {field} in the broker's 'async runtime started' line"
     return "".join(found[-1])
 
 
@@ -184,13 +179,13 @@ def test_worker_threads_from_config_file_and_flag(start_broker, tmp_path):
     one = start_broker("--config", str(config))
     three = start_broker("--config", str(config), "--worker-threads", "3")
     one_multi = start_broker("--config", str(config), env={"RAMQP_RUNTIME_FLAVOR": "multi-thread"})
-    assert runtime_workers(one) == 1
-    assert runtime_workers(three) == 3
-    assert runtime_workers(one_multi) == 1
+    assert int(runtime_started(one, "workers")) == 1
+    assert int(runtime_started(three, "workers")) == 3
+    assert int(runtime_started(one_multi, "workers")) == 1
     # One worker runs on tokio's current-thread scheduler unless told otherwise.
-    assert runtime_flavor(one) == "current-thread"
-    assert runtime_flavor(three) == "multi-thread"
-    assert runtime_flavor(one_multi) == "multi-thread"
+    assert runtime_started(one, "flavor") == "current-thread"
+    assert runtime_started(three, "flavor") == "multi-thread"
+    assert runtime_started(one_multi, "flavor") == "multi-thread"
     for broker in (one, three, one_multi):
         with connection(broker.url) as conn:
             send_all(conn, "/queues/workers", ["w"])
