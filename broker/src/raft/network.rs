@@ -41,6 +41,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendResult,
     TransferLeaderRequest, TransferLeaderResponse, VoteRequest, VoteResponse,
 };
+use openraft::rt::watch::WatchReceiver;
 use openraft::{BasicNode, OptionalSend, RaftTypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -96,7 +97,7 @@ async fn hold_while_lost(
     let recorded = async {
         match snapshots.cloned() {
             Some(mut index) => {
-                index.borrow_and_update();
+                drop(index.borrow_and_update());
                 if index.changed().await.is_err() {
                     std::future::pending::<()>().await;
                 }

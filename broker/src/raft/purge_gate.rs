@@ -26,25 +26,37 @@ use std::time::Duration;
 use std::io;
 
 use openraft::alias::{LogIdOf, VoteOf};
+use openraft::rt::watch::{Watch, WatchReceiver, WatchSender};
 use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, RaftTypeConfig};
-use tokio::sync::watch;
+
+use super::lean_watch::{LeanWatch, LeanWatchReceiver, LeanWatchSender};
 
 /// Longest a purge waits for the snapshot that covers it.
 pub(crate) const PURGE_WAIT: Duration = Duration::from_secs(60);
 
 /// One past the last log index a durable snapshot of the group's state
-/// machine covers (0: no snapshot), published by the state machine.
-pub(crate) type SnapshotIndex = watch::Receiver<u64>;
+/// machine covers (0: no snapshot), published by the state machine. Our
+/// lean watch, not tokio's: every group holds one, and tokio's shared
+/// state (eight `Notify`s) was ~350 bytes of each idle group.
+pub(crate) type SnapshotIndex = LeanWatchReceiver<u64>;
 
 /// The state machine's side of the gate: it records each snapshot file
 /// once that file is durable.
-#[derive(Debug)]
-pub(crate) struct SnapshotCover(watch::Sender<u64>);
+pub(crate) struct SnapshotCover(LeanWatchSender<u64>);
+
+impl Debug for SnapshotCover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let covers = *self.0.borrow_watched();
+        f.debug_tuple("SnapshotCover").field(&covers).finish()
+    }
+}
 
 impl Default for SnapshotCover {
     fn default() -> Self {
-        SnapshotCover(watch::Sender::new(0))
+        // The first receiver goes: `send_if_modified` publishes with none.
+        let (sender, _) = LeanWatch::channel(0);
+        SnapshotCover(sender)
     }
 }
 
@@ -147,18 +159,34 @@ where
 
     async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
         let wanted = log_id.index().saturating_add(1);
-        let covered =
-            tokio::time::timeout(PURGE_WAIT, self.snapshot.wait_for(|&have| have >= wanted))
-                .await
-                .is_ok_and(|waited| waited.is_ok());
+        let covered = tokio::time::timeout(PURGE_WAIT, covers(&mut self.snapshot, wanted))
+            .await
+            .unwrap_or(false);
         if !covered {
             let error = SnapshotNeverCame {
                 wanted,
-                have: *self.snapshot.borrow(),
+                have: *self.snapshot.borrow_watched(),
                 waited: PURGE_WAIT,
             };
             return Err(io::Error::other(error));
         }
         self.inner.purge(log_id).await
+    }
+}
+
+/// Waits until `index` reaches `wanted`: true, or false once the state
+/// machine is gone without getting there.
+async fn covers(index: &mut SnapshotIndex, wanted: u64) -> bool {
+    loop {
+        // Marked seen before the check: `changed` then waits for a newer
+        // value only.
+        let have = *index.borrow_and_update();
+        if have >= wanted {
+            return true;
+        }
+        if index.changed().await.is_err() {
+            let have = *index.borrow_watched();
+            return have >= wanted;
+        }
     }
 }

@@ -1,6 +1,9 @@
+#[cfg(feature = "runtime-stats")] // ramqp
 use std::sync::Arc;
+#[cfg(feature = "runtime-stats")] // ramqp
 use std::sync::Mutex;
 
+#[cfg(feature = "runtime-stats")] // ramqp
 use base2histogram::Histogram;
 
 /// A shared histogram for tracking replication batch sizes.
@@ -8,8 +11,14 @@ use base2histogram::Histogram;
 /// This is shared between `RaftCore` and replication tasks.
 /// Only `replicate_batch` needs to be shared across tasks;
 /// other runtime stats are owned directly by `RaftCore`.
+///
+/// ramqp: without the `runtime-stats` feature, the only way to read it, it holds
+/// nothing and `record` does nothing: its histogram (~0.6 KiB, with an `Arc` and a
+/// `Mutex`) was part of every group's memory, and building the first one made the
+/// histogram crate's process-wide scale tables (~26 MB).
 #[derive(Debug, Clone)]
 pub struct SharedReplicateBatch {
+    #[cfg(feature = "runtime-stats")] // ramqp
     inner: Arc<Mutex<Histogram>>,
 }
 
@@ -23,14 +32,20 @@ impl SharedReplicateBatch {
     pub(crate) fn new() -> Self {
         // ramqp: the coarsest scale (~0.5 KiB, not 2 KiB).
         Self {
+            #[cfg(feature = "runtime-stats")] // ramqp
             inner: Arc::new(Mutex::new(Histogram::<()>::with_log_scale(1, 1))),
         }
     }
 
     /// Record a replication batch size.
     pub fn record(&self, value: u64) {
-        let mut guard = self.inner.lock().unwrap();
-        guard.record(value);
+        #[cfg(feature = "runtime-stats")] // ramqp
+        {
+            let mut guard = self.inner.lock().unwrap();
+            guard.record(value);
+        }
+        #[cfg(not(feature = "runtime-stats"))] // ramqp
+        let _ = value;
     }
 
     /// Get a clone of the histogram for reporting.
