@@ -582,7 +582,7 @@ pub(super) async fn initialize(
     if !initialized {
         let members: BTreeMap<NodeId, BasicNode> = members
             .iter()
-            .map(|id| (*id, BasicNode::default()))
+            .map(|id| (*id, super::types::member()))
             .collect();
         tracing::info!(queue = %address, ?members, "creating quorum queue");
         if let Err(e) = raft.initialize(members).await {

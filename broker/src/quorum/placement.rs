@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use openraft::{BasicNode, ServerState};
+use openraft::ServerState;
 use tokio::time::Instant;
 
 use super::cluster_view::{PeerRequests, ReplicaSet, ReplicaSets};
@@ -208,7 +208,7 @@ impl QuorumNode {
             // it a voter does not stall commits.
             let added = tokio::time::timeout(
                 MEMBERSHIP_STEP,
-                queue.raft.add_learner(*new, BasicNode::default(), true),
+                queue.raft.add_learner(*new, super::types::member(), true),
             )
             .await;
             match added {

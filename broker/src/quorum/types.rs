@@ -111,6 +111,19 @@ pub enum Command {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Applied;
 
+/// A replica's entry in a queue group's membership. Peers are reached by
+/// node id (the fabric's peers, the metadata group's members), never by
+/// this address, so it is left empty: `BasicNode::default()` says
+/// "localhost", a heap string in every copy of the membership a group
+/// keeps (openraft's engine and metrics, the state machine, membership
+/// entries), and the transport's `learn_peer` skips an empty address.
+/// Groups made before keep their "localhost": nothing reads it.
+pub(crate) fn member() -> openraft::BasicNode {
+    openraft::BasicNode {
+        addr: String::new(),
+    }
+}
+
 openraft::declare_raft_types!(
     /// The openraft types of a quorum queue (the snapshot data,
     /// `SnapshotData`, is the state machine's in openraft 0.10).
