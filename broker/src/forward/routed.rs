@@ -563,6 +563,7 @@ impl Queue for RoutedQueue {
         let Some(c) = state.consumers.remove(&consumer) else {
             return;
         };
+        crate::queue::shed::shed_map(&mut state.consumers);
         match c.at {
             At::Local(id) => {
                 if let Some(local) = self.local() {

@@ -16,6 +16,8 @@ use std::sync::Arc;
 // needed.
 use foldhash::HashMap;
 
+use super::shed::{shed_deque, shed_map};
+
 #[path = "delivery_limit.rs"]
 mod delivery_limit;
 
@@ -546,5 +548,15 @@ impl Dispatcher {
                 self.returned.insert(message, entry);
             }
         }
+        // A consumer left: what is empty now gives its table back, so a
+        // queue left idle keeps none (`shed.rs`).
+        shed_map(&mut self.consumers);
+        shed_map(&mut self.out);
+        shed_deque(&mut self.waiting);
+        shed_deque(&mut self.ready);
     }
 }
+
+#[cfg(test)]
+#[path = "dispatch_shed_tests.rs"]
+mod shed_tests;

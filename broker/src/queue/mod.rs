@@ -20,6 +20,7 @@ mod message;
 mod pattern;
 mod policy;
 mod resource_alarm;
+pub(crate) mod shed;
 mod sink;
 mod transient;
 
