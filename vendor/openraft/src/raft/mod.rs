@@ -75,7 +75,6 @@ use crate::OptionalSend;
 use crate::RaftNetworkFactory;
 use crate::RaftState;
 pub use crate::RaftTypeConfig;
-use crate::StorageError;
 use crate::StorageHelper;
 use crate::async_runtime::MpscWeakSender;
 use crate::async_runtime::OneshotSender;
@@ -107,7 +106,6 @@ use crate::core::io_flush_tracking::LogProgress;
 use crate::core::io_flush_tracking::SnapshotProgress;
 use crate::core::io_flush_tracking::VoteProgress;
 use crate::core::merged_raft_msg_receiver::BatchRaftMsgReceiver;
-use crate::core::notification::Notification;
 use crate::core::raft_msg::RaftMsg;
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::core::raft_msg::install_full_snapshot_request::InstallFullSnapshotRequest;
@@ -385,55 +383,8 @@ where
     }
 }
 
-/// Forwarder task that bridges IO completion Watch channel to notification channel.
-///
-/// This task reads IO completion results from a Watch channel and forwards them
-/// to the RaftCore notification channel, translating IOId and storage errors to notifications.
-///
-/// ramqp: completions that arrive while one is being forwarded are coalesced by the watch
-/// channel itself (the forwarder reads the latest value). Upstream also waited out a 1 us
-/// `BATCH_INTERVAL` when a change was already pending at the top of the loop, but a tokio
-/// timer fires at a millisecond tick at the earliest: a 1 us `sleep_until` took 1.04-1.19 ms
-/// here (vendor/README.md), so a completion that came while the previous one was forwarded,
-/// as under pipelined appends, reached RaftCore about a millisecond late.
-async fn io_completion_forwarder<C>(
-    mut rx_io: WatchReceiverOf<C, Result<IOId<C>, StorageError<C>>>,
-    weak_tx_notify: MpscWeakSenderOf<C, Notification<C>>,
-) where
-    C: RaftTypeConfig,
-{
-    loop {
-        // Wait for IO completion notification
-        if rx_io.changed().await.is_err() {
-            // Watch sender dropped, exit forwarder
-            tracing::debug!("IO completion watch channel closed, forwarder exiting");
-            break;
-        }
-
-        // Read the latest value
-        let result = {
-            let borrowed = rx_io.borrow_watched();
-            borrowed.clone()
-        };
-
-        // Try to upgrade weak sender
-        let Some(tx) = weak_tx_notify.upgrade() else {
-            tracing::debug!("Notification channel closed, forwarder exiting");
-            break;
-        };
-
-        // Forward the result to notification channel
-        let notification = match result {
-            Ok(io_id) => Notification::LocalIO { io_id },
-            Err(storage_error) => Notification::StorageError { error: storage_error },
-        };
-
-        if let Err(e) = tx.send(notification).await {
-            tracing::warn!("failed to forward IO completion: {}", e.0);
-            break;
-        }
-    }
-}
+// ramqp: upstream's `io_completion_forwarder` task (one per group) is gone: `RaftCore` reads
+// the I/O completion watch itself (`RaftCore::rx_io_completed`).
 
 impl<C, SM> Raft<C, SM>
 where
@@ -540,9 +491,6 @@ where
         let dummy_io_id = IOId::Vote(UncommittedVote::new(leader_id));
         let (tx_io_completed, rx_io_completed) = C::watch_channel(Ok(dummy_io_id));
 
-        // Create weak sender for forwarder before moving tx_notify into RaftCore
-        let weak_tx_notify = tx_notify.downgrade();
-
         let (tx_progress, progress_watcher) = IoProgressWatcher::new();
         let (tx_shutdown, rx_shutdown) = C::oneshot();
 
@@ -630,6 +578,7 @@ where
 
                     tx_notification: tx_notify,
                     rx_notification: rx_notify.peekable(),
+                    rx_io_completed, // ramqp: read by the core, no forwarder task
 
                     io_broadcast: IoBroadcast {
                         completed: tx_io_completed,
@@ -654,9 +603,6 @@ where
 
                     span: core_span,
                 };
-
-                // Spawn forwarder task to bridge Watch channel to notification channel
-                let _forwarder_handle = C::spawn(io_completion_forwarder::<C>(rx_io_completed, weak_tx_notify));
 
                 StepDownWatcher::<C>::spawn(
                     rx_server_metrics.clone(),
