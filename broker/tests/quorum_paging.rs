@@ -255,3 +255,33 @@ async fn a_drained_queue_pages_nothing_again_after_a_clean_restart() {
     );
     broker.shutdown().await;
 }
+
+/// A paged queue drained and left idle gives back its last, small active
+/// segment (the store keeps it while the queue is in use, so a shallow
+/// queue does not make a file per message): the node's sweep deletes it
+/// once the queue has been empty for a while, and the queue pages into a
+/// new one when used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_drained_queue_gives_back_its_last_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = paged_config_in(dir.path());
+    config.quorum.resident_budget_bytes = 0;
+    config.quorum.snapshot_min_log_bytes = 64 * 1024 * 1024;
+    config.quorum.segment_max_bytes = 1024 * 1024;
+    let broker = Broker::start(config).await.unwrap();
+    let all = padded(0..40);
+    assert_eq!(publish(broker.local_addr(), "idle", &all).await, all);
+    assert_eq!(consume(broker.local_addr(), "idle", 10_000).await, all);
+    // Emptied under a quarter full, the store keeps it (`release`); the
+    // sweep takes it once the queue has stayed empty.
+    eventually(Duration::from_secs(15), "the idle segment deleted", || {
+        segment_files(dir.path()).is_empty()
+    })
+    .await;
+    // Used again: a new segment, and every message comes back.
+    let again = padded(40..50);
+    assert_eq!(publish(broker.local_addr(), "idle", &again).await, again);
+    assert_eq!(segment_files(dir.path()).len(), 1, "paged again");
+    assert_eq!(consume(broker.local_addr(), "idle", 10_000).await, again);
+    broker.shutdown().await;
+}

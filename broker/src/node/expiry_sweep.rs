@@ -3,7 +3,9 @@
 //! (`queue/expiry.rs`): the transient queues of the registry, and the
 //! quorum queues this node leads that hold a message with an expiry or
 //! are past a drop-head limit (the quorum side's sweep list; their leader
-//! logs the removal, so every replica removes the same messages). A
+//! logs the removal, so every replica removes the same messages); the
+//! same visit has an empty, idle quorum replica give back its idle
+//! segment (`quorum/idle_shed.rs`). A
 //! transient queue that never took a message with an expiry costs one
 //! check, a quorum queue none. No timer per message. A quorum leader that
 //! applied past its drop-head limit asks for a sweep at once (the list's

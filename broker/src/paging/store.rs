@@ -370,6 +370,42 @@ impl SegmentStore {
         })
     }
 
+    /// Whether the store keeps anything an idle, empty queue has no use
+    /// for: an active segment with nothing live (`release` keeps a small
+    /// one, so a shallow queue does not make a file per message).
+    pub fn holds_idle_segment(&self) -> bool {
+        self.active
+            .and_then(|seq| self.segments.get(&seq))
+            .is_some_and(|entry| entry.live.n_live() == 0)
+    }
+
+    /// Gives back what an idle store with nothing live in its active
+    /// segment holds: that segment (its file is deleted, as `release`
+    /// deletes an emptied sealed one; the next append starts a new one)
+    /// and the tables emptied by it. Called on a cold path, by a queue
+    /// found empty and without publishes for a while: a paged queue used
+    /// once kept ~0.4 KiB and an open file in every replica that paged it.
+    pub fn shed_idle(&mut self) -> Result<(), StoreError> {
+        if !self.holds_idle_segment() {
+            return Ok(());
+        }
+        self.check_writable()?;
+        if let Some(seq) = self.active {
+            self.delete_segment(seq)?;
+        }
+        // An emptied B-tree keeps its root node.
+        if self.segments.is_empty() {
+            self.segments = BTreeMap::new();
+        }
+        if self.unsynced.is_empty() {
+            self.unsynced = BTreeSet::new();
+        }
+        if self.retired.is_empty() {
+            self.retired = BTreeMap::new();
+        }
+        Ok(())
+    }
+
     /// Makes every earlier append durable: writes the buffers, fdatasyncs
     /// each segment written since the last sync, then fsyncs the directory
     /// if files were created, renamed or removed. A caller records

@@ -180,6 +180,36 @@ fn an_emptied_active_segment_goes_once_a_quarter_full() {
 }
 
 #[test]
+fn an_idle_store_sheds_its_small_emptied_active_segment_and_only_that() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SegmentStore::open(dir.path(), options()).unwrap();
+    store.shed_idle().unwrap();
+    assert!(
+        !store.holds_idle_segment(),
+        "nothing to shed: no segment yet"
+    );
+    let kept = store.append(1, &[1u8; 50]).unwrap();
+    let path = dir.path().join(format!("{:020}.seg", kept.segment));
+    // Something live: nothing goes.
+    assert!(!store.holds_idle_segment());
+    store.shed_idle().unwrap();
+    assert!(path.exists());
+    assert_eq!(store.read(kept, 1).unwrap(), vec![1u8; 50]);
+    // Emptied and small, `release` keeps it; the shed takes it.
+    store.release(kept).unwrap();
+    assert!(path.exists() && store.holds_idle_segment());
+    store.shed_idle().unwrap();
+    assert!(!path.exists(), "the idle segment's file is deleted");
+    assert_eq!(store.stats().n_segments, 0);
+    assert!(!store.holds_idle_segment());
+    // The store goes on: a new segment, and a sync makes it durable.
+    let next = store.append(2, b"after").unwrap();
+    assert!(next.segment > kept.segment, "a new segment number");
+    store.sync().unwrap();
+    assert_eq!(store.read(next, 2).unwrap(), &b"after"[..]);
+}
+
+#[test]
 fn the_broker_config_default_writeback_step_is_the_store_default() {
     // config sits below paging and repeats the literal; this keeps the two
     // from drifting apart.

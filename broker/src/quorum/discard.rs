@@ -127,13 +127,16 @@ impl Inner {
 impl QuorumQueue {
     /// The node's sweep reached this queue: when this node leads it,
     /// discard what has expired and, under drop-head, what is past the
-    /// length limit, through the log. One with nothing of the kind left
-    /// leaves the sweep list (`sweep_list.rs`).
+    /// length limit, through the log; on any replica, give back what an
+    /// idle, empty queue holds (`idle_shed.rs`). One with nothing of the
+    /// kind left leaves the sweep list (`sweep_list.rs`).
     pub(crate) fn sweep_expired(&self) {
         let chosen = {
             let mut inner = self.shared.lock();
+            inner.shed_when_idle(&self.shared.queue, tokio::time::Instant::now());
             if super::sweep_list::unlist_if_done(&self.shared, &mut inner)
                 || inner.damaged().is_some()
+                || !inner.wants_sweep()
             {
                 return;
             }

@@ -29,6 +29,7 @@ pub(crate) mod fuzz_checks;
 mod handoff;
 mod hold;
 mod id_search;
+mod idle_shed;
 mod index;
 mod leader_contact;
 mod leadership_watch;

@@ -27,7 +27,9 @@ impl QuorumNode {
 
     /// Have every quorum queue on the sweep list (those this node leads
     /// that may have something to discard) remove the expired messages at
-    /// its head and what is past a drop-head limit (through its log).
+    /// its head and what is past a drop-head limit (through its log), and
+    /// the listed empty replicas give back their idle segment
+    /// (`idle_shed.rs`).
     pub(crate) fn sweep_expired(&self) {
         for group in self.sweep_list.listed() {
             let queue = {

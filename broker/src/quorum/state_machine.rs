@@ -66,8 +66,8 @@ pub(crate) struct Inner {
     pub(super) growth: LogGrowth,
     /// The queue was deleted (`removal.rs`): it serves nothing more.
     pub(crate) deleted: bool,
-    /// On the node's sweep list (`sweep_list.rs`).
-    pub(crate) sweep_listed: bool,
+    /// Its place on the node's sweep list (`sweep_list.rs`).
+    pub(crate) sweep: super::sweep_list::SweepMark,
     /// Messages this replica applied into the queue since it opened (for
     /// metrics; a restart counts again from 0).
     pub(crate) published_total: u64,

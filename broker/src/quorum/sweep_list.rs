@@ -6,9 +6,11 @@
 //! of an idle node's CPU while almost no group had anything to remove. A
 //! group is listed only while this node leads it and it may have
 //! something to discard: a message with an expiry, or its drop-head limit
-//! passed (`Inner::wants_sweep`). It joins when one of those becomes true
-//! (an apply, a leadership gained, a policy set: [`list_if_wanted`]) and
-//! leaves when a sweep finds neither (`discard.rs`).
+//! passed (`Inner::wants_sweep`); or, on any replica, while its queue is
+//! empty and its segment store keeps an idle segment to give back
+//! (`Inner::wants_shed`, `idle_shed.rs`). It joins when one of those
+//! becomes true (an apply, a leadership gained, a policy set:
+//! [`list_if_wanted`]) and leaves when a sweep finds none (`discard.rs`).
 //!
 //! Lock order: a group's state lock, then the list's; the list's lock is
 //! held for nothing else.
@@ -52,6 +54,16 @@ impl SweepList {
 /// A group's place on its node's list: set when the group opens.
 pub(crate) type SweepSlot = OnceLock<(Arc<SweepList>, GroupId)>;
 
+/// A replica's state on the list, kept in its `Inner`.
+#[derive(Debug, Default)]
+pub(crate) struct SweepMark {
+    /// On the list now.
+    pub(crate) listed: bool,
+    /// Since when a sweep has found the queue empty with nothing applied
+    /// (`Inner::published_total` then), for the idle shed.
+    pub(crate) idle_since: Option<(u64, tokio::time::Instant)>,
+}
+
 impl Inner {
     /// Whether this replica may have something to discard now: it leads,
     /// and holds a message with an expiry or is past its drop-head limit.
@@ -67,11 +79,11 @@ impl Inner {
 /// Put the group on its node's sweep list if it wants sweeping and is not
 /// listed yet. Called with the group's state locked.
 pub(crate) fn list_if_wanted(shared: &Shared, inner: &mut Inner) {
-    if inner.sweep_listed || !inner.wants_sweep() {
+    if inner.sweep.listed || !(inner.wants_sweep() || inner.wants_shed()) {
         return;
     }
     if let Some((list, group)) = shared.sweep_list.get() {
-        inner.sweep_listed = true;
+        inner.sweep.listed = true;
         list.lock().insert(*group);
     }
 }
@@ -79,12 +91,12 @@ pub(crate) fn list_if_wanted(shared: &Shared, inner: &mut Inner) {
 /// Take the group off its node's sweep list if it no longer wants
 /// sweeping; true if it did. Called with the group's state locked.
 pub(crate) fn unlist_if_done(shared: &Shared, inner: &mut Inner) -> bool {
-    if inner.wants_sweep() {
+    if inner.wants_sweep() || inner.wants_shed() {
         return false;
     }
     if let Some((list, group)) = shared.sweep_list.get() {
         list.lock().remove(group);
     }
-    inner.sweep_listed = false;
+    inner.sweep.listed = false;
     true
 }
