@@ -1,11 +1,15 @@
 use display_more::DisplayOptionExt;
 
+use crate::OptionalSend;
+use crate::OptionalSync;
 use crate::RaftTypeConfig;
 use crate::Vote;
 use crate::async_runtime::watch::WatchSender;
 use crate::core::io_flush_tracking::FlushPoint;
 use crate::raft_state::IOId;
 use crate::type_config::alias::LogIdOf;
+use crate::type_config::TypeConfigExt;
+use crate::type_config::alias::WatchReceiverOf;
 use crate::type_config::alias::WatchSenderOf;
 
 /// Sender for publishing I/O flush progress notifications.
@@ -13,39 +17,114 @@ use crate::type_config::alias::WatchSenderOf;
 /// Used internally by RaftCore to notify watchers when I/O operations complete.
 /// The sender maintains independent channels (log, vote, commit, snapshot, and apply) to allow
 /// efficient filtering of notifications.
+///
+/// ramqp: a channel is made only when the first handle of its kind is (`IoProgressWatcher`);
+/// until then the sender keeps the value alone, under one lock shared with the watcher, which
+/// builds the channel from it. Upstream kept five watch channels per group (~0.64 KiB) that
+/// nothing here reads but a leadership transfer's wait (the log's), and updated them at every
+/// pass of the core loop.
 pub(crate) struct IoProgressSender<C>
 where C: RaftTypeConfig
 {
-    /// Sender for log I/O progress (includes all I/O operations).
-    pub(crate) log_tx: WatchSenderOf<C, Option<FlushPoint<C>>>,
+    pub(crate) shared: std::sync::Arc<std::sync::Mutex<Progress<C>>>,
+}
 
-    /// Sender for vote I/O progress (vote-specific updates).
+/// ramqp: one kind of progress: its value until a handle is made, its channel after.
+pub(crate) enum Slot<C, T>
+where
+    C: RaftTypeConfig,
+    T: OptionalSend + OptionalSync,
+{
+    /// No handle of this kind was ever made: nobody can be waiting.
+    Value(T),
+    /// Handles exist: every change wakes them.
+    Channel(WatchSenderOf<C, T>),
+}
+
+impl<C, T> Slot<C, T>
+where
+    C: RaftTypeConfig,
+    T: OptionalSend + OptionalSync + PartialEq + Clone,
+{
+    /// `value` in place of the one kept if it differs (waking the channel's receivers).
+    fn set(&mut self, value: T) {
+        match self {
+            Slot::Value(prev) => {
+                if *prev != value {
+                    *prev = value;
+                }
+            }
+            Slot::Channel(tx) => {
+                tx.send_if_modified(move |prev| {
+                    if *prev == value {
+                        return false;
+                    }
+                    *prev = value;
+                    true
+                });
+            }
+        }
+    }
+
+    /// A receiver of the channel, made now from the value if it is not yet.
+    pub(crate) fn subscribe(&mut self) -> WatchReceiverOf<C, T> {
+        if let Slot::Value(value) = self {
+            let (tx, rx) = C::watch_channel(value.clone());
+            *self = Slot::Channel(tx);
+            return rx;
+        }
+        match self {
+            Slot::Channel(tx) => tx.subscribe(),
+            Slot::Value(_) => unreachable!("the channel was just made"),
+        }
+    }
+}
+
+/// ramqp: the five kinds of progress a group publishes.
+pub(crate) struct Progress<C>
+where C: RaftTypeConfig
+{
+    /// Log I/O progress (includes all I/O operations).
+    pub(crate) log: Slot<C, Option<FlushPoint<C>>>,
+
+    /// Vote I/O progress (vote-specific updates).
     ///
     /// Note: Uses `Vote<C::LeaderId>` (the internal concrete type) instead of `VoteOf<C>` (the
     /// trait) because `PartialOrd` is required for progress tracking but user-provided
     /// `VoteOf<C>` implementations may not provide it.
-    pub(crate) vote_tx: WatchSenderOf<C, Option<Vote<C::LeaderId>>>,
+    pub(crate) vote: Slot<C, Option<Vote<C::LeaderId>>>,
 
-    /// Sender for commit progress (state machine submission).
-    pub(crate) commit_tx: WatchSenderOf<C, Option<LogIdOf<C>>>,
+    /// Commit progress (state machine submission).
+    pub(crate) commit: Slot<C, Option<LogIdOf<C>>>,
 
-    /// Sender for snapshot persistence progress.
-    pub(crate) snapshot_tx: WatchSenderOf<C, Option<LogIdOf<C>>>,
+    /// Snapshot persistence progress.
+    pub(crate) snapshot: Slot<C, Option<LogIdOf<C>>>,
 
-    /// Sender for last-applied log progress (state machine application).
-    pub(crate) apply_tx: WatchSenderOf<C, Option<LogIdOf<C>>>,
+    /// Last-applied log progress (state machine application).
+    pub(crate) apply: Slot<C, Option<LogIdOf<C>>>,
+}
 
-    /// ramqp: whether a progress handle was ever made (`IoProgressWatcher`). Until then the
-    /// channels are updated in place without waking anyone: nobody can be waiting on them, and
-    /// each wake-up of a tokio watch costs its eight `Notify`s, at every pass of the core loop.
-    /// Read under each channel's lock, after the update, so a handle made before the update is
-    /// woken by it and one made after reads it.
-    pub(crate) watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
+impl<C> Default for Progress<C>
+where C: RaftTypeConfig
+{
+    fn default() -> Self {
+        Self {
+            log: Slot::Value(None),
+            vote: Slot::Value(None),
+            commit: Slot::Value(None),
+            snapshot: Slot::Value(None),
+            apply: Slot::Value(None),
+        }
+    }
 }
 
 impl<C> IoProgressSender<C>
 where C: RaftTypeConfig
 {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress<C>> {
+        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Publish an I/O flush completion notification to watchers.
     ///
     /// Updates progress channels conditionally:
@@ -62,31 +141,11 @@ where C: RaftTypeConfig
         tracing::debug!("send_log_progress: try to update to :{}", io_id.display());
 
         let (vote, log_id) = io_id?.to_vote_and_log_id();
+        let log = Some(FlushPoint::new(vote.clone(), log_id));
 
-        {
-            let vote = vote.clone();
-
-            self.vote_tx.send_if_modified(move |prev| {
-                if prev.as_ref() != Some(&vote) {
-                    tracing::debug!("send_log_progress: update vote to :{}", vote);
-                    *prev = Some(vote);
-                    self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
-                } else {
-                    false
-                }
-            });
-        }
-
-        self.log_tx.send_if_modified(move |prev| {
-            let x = Some(FlushPoint::new(vote, log_id));
-            if prev.as_ref() != x.as_ref() {
-                tracing::debug!("send_log_progress: update log to :{}", x.display());
-                *prev = x;
-                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
-            } else {
-                false
-            }
-        });
+        let mut progress = self.lock();
+        progress.vote.set(Some(vote));
+        progress.log.set(log);
 
         Some(())
     }
@@ -94,51 +153,21 @@ where C: RaftTypeConfig
     /// Publish the latest commit log id progress.
     pub(crate) fn send_commit_progress(&self, log_id: Option<LogIdOf<C>>) -> Option<()> {
         tracing::debug!("send_commit_progress: try to update to :{}", log_id.display());
-
-        self.commit_tx.send_if_modified(move |prev| {
-            if prev.as_ref() != log_id.as_ref() {
-                tracing::debug!("send_commit_progress: update commit to :{}", log_id.display());
-                *prev = log_id.clone();
-                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
-            } else {
-                false
-            }
-        });
-
+        self.lock().commit.set(log_id);
         Some(())
     }
 
     /// Publish the latest snapshot log id progress.
     pub(crate) fn send_snapshot_progress(&self, log_id: Option<LogIdOf<C>>) -> Option<()> {
         tracing::debug!("send_snapshot_progress: try to update to :{}", log_id.display());
-
-        self.snapshot_tx.send_if_modified(move |prev| {
-            if prev.as_ref() != log_id.as_ref() {
-                tracing::debug!("send_snapshot_progress: update snapshot to :{}", log_id.display());
-                *prev = log_id.clone();
-                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
-            } else {
-                false
-            }
-        });
-
+        self.lock().snapshot.set(log_id);
         Some(())
     }
 
     /// Publish the latest applied log id progress.
     pub(crate) fn send_apply_progress(&self, log_id: Option<LogIdOf<C>>) -> Option<()> {
         tracing::debug!("send_apply_progress: try to update to :{}", log_id.display());
-
-        self.apply_tx.send_if_modified(move |prev| {
-            if prev.as_ref() != log_id.as_ref() {
-                tracing::debug!("send_apply_progress: update applied to :{}", log_id.display());
-                *prev = log_id.clone();
-                self.watched.load(std::sync::atomic::Ordering::SeqCst) // ramqp: wake only if watched
-            } else {
-                false
-            }
-        });
-
+        self.lock().apply.set(log_id);
         Some(())
     }
 }

@@ -1,15 +1,11 @@
-use super::FlushPoint;
 use crate::RaftTypeConfig;
-use crate::Vote;
 use crate::core::io_flush_tracking::AppliedProgress;
 use crate::core::io_flush_tracking::CommitProgress;
 use crate::core::io_flush_tracking::LogProgress;
 use crate::core::io_flush_tracking::SnapshotProgress;
 use crate::core::io_flush_tracking::VoteProgress;
 use crate::core::io_flush_tracking::sender::IoProgressSender;
-use crate::type_config::TypeConfigExt;
-use crate::type_config::alias::LogIdOf;
-use crate::type_config::alias::WatchReceiverOf;
+use crate::core::io_flush_tracking::sender::Progress;
 
 /// I/O flush progress watch handles.
 ///
@@ -36,23 +32,9 @@ use crate::type_config::alias::WatchReceiverOf;
 pub(crate) struct IoProgressWatcher<C>
 where C: RaftTypeConfig
 {
-    /// Receiver for log I/O progress (vote + log appends).
-    log: WatchReceiverOf<C, Option<FlushPoint<C>>>,
-
-    /// Receiver for vote I/O progress (vote saves only, or implied by log appends).
-    vote: WatchReceiverOf<C, Option<Vote<C::LeaderId>>>,
-
-    /// Receiver for commit log progress (state machine submission).
-    commit: WatchReceiverOf<C, Option<LogIdOf<C>>>,
-
-    /// Receiver for snapshot persistence progress.
-    snapshot: WatchReceiverOf<C, Option<LogIdOf<C>>>,
-
-    /// Receiver for applied log progress (state machine application).
-    apply: WatchReceiverOf<C, Option<LogIdOf<C>>>,
-
-    /// ramqp: set by the first handle made here (see [`IoProgressSender::watched`]).
-    watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// ramqp: the progress shared with the sender: values until the first handle is made here,
+    /// which turns that kind's value into a channel (see `IoProgressSender`).
+    shared: std::sync::Arc<std::sync::Mutex<Progress<C>>>,
 }
 
 impl<C> IoProgressWatcher<C>
@@ -64,45 +46,22 @@ where C: RaftTypeConfig
     /// - The sender is used by RaftCore to publish flush notifications
     /// - The watcher is used to create watch handles for applications
     pub(crate) fn new() -> (IoProgressSender<C>, Self) {
-        let (log_tx, log) = C::watch_channel(None);
-        let (vote_tx, vote) = C::watch_channel(None);
-        let (commit_tx, commit) = C::watch_channel(None);
-        let (snapshot_tx, snapshot) = C::watch_channel(None);
-        let (apply_tx, apply) = C::watch_channel(None);
+        let shared = std::sync::Arc::new(std::sync::Mutex::new(Progress::default()));
+        let sender = IoProgressSender { shared: shared.clone() };
+        (sender, Self { shared })
+    }
 
-        let watched = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let sender = IoProgressSender {
-            log_tx,
-            vote_tx,
-            commit_tx,
-            snapshot_tx,
-            apply_tx,
-            watched: watched.clone(), // ramqp
-        };
-        let watcher = Self {
-            log,
-            vote,
-            commit,
-            snapshot,
-            apply,
-            watched, // ramqp
-        };
-
-        (sender, watcher)
+    /// ramqp: the progress, locked, for a handle to subscribe to one kind of it.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress<C>> {
+        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Create a watch handle for log I/O flush progress.
     ///
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
-    /// ramqp: from now on every change wakes the watchers.
-    fn watch(&self) {
-        self.watched.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
     pub(crate) fn log_progress(&self) -> LogProgress<C> {
-        self.watch(); // ramqp
-        LogProgress::new(self.log.clone())
+        LogProgress::new(self.lock().log.subscribe())
     }
 
     /// Create a watch handle for vote I/O flush progress.
@@ -110,8 +69,7 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn vote_progress(&self) -> VoteProgress<C> {
-        self.watch(); // ramqp
-        VoteProgress::new(self.vote.clone())
+        VoteProgress::new(self.lock().vote.subscribe())
     }
 
     /// Create a watch handle for commit log progress.
@@ -119,8 +77,7 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn commit_progress(&self) -> CommitProgress<C> {
-        self.watch(); // ramqp
-        CommitProgress::new(self.commit.clone())
+        CommitProgress::new(self.lock().commit.subscribe())
     }
 
     /// Create a watch handle for snapshot persistence progress.
@@ -128,8 +85,7 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn snapshot_progress(&self) -> SnapshotProgress<C> {
-        self.watch(); // ramqp
-        SnapshotProgress::new(self.snapshot.clone())
+        SnapshotProgress::new(self.lock().snapshot.subscribe())
     }
 
     /// Create a watch handle for applied log progress.
@@ -137,7 +93,34 @@ where C: RaftTypeConfig
     /// Each call creates a new independent handle. Multiple handles can watch the same progress
     /// concurrently.
     pub(crate) fn apply_progress(&self) -> AppliedProgress<C> {
-        self.watch(); // ramqp
-        AppliedProgress::new(self.apply.clone())
+        AppliedProgress::new(self.lock().apply.subscribe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::testing::UTConfig;
+    use crate::testing::log_id;
+    use crate::type_config::TypeConfigExt;
+
+    /// ramqp: the first handle makes the channels from the values published before it, and
+    /// later changes reach it.
+    #[test]
+    fn a_first_handle_starts_at_the_published_values_and_sees_later_ones() {
+        UTConfig::<()>::run(async {
+            let (tx, watcher) = IoProgressWatcher::<UTConfig>::new();
+            tx.send_apply_progress(Some(log_id::<UTConfig>(1, 1, 3)));
+            tx.send_commit_progress(Some(log_id::<UTConfig>(1, 1, 4)));
+            let mut apply = watcher.apply_progress();
+            assert_eq!(apply.get(), Some(log_id::<UTConfig>(1, 1, 3)));
+            assert_eq!(watcher.commit_progress().get(), Some(log_id::<UTConfig>(1, 1, 4)));
+            assert_eq!(watcher.snapshot_progress().get(), None);
+
+            tx.send_apply_progress(Some(log_id::<UTConfig>(1, 1, 5)));
+            let reached = apply.wait_until_ge(&Some(log_id::<UTConfig>(1, 1, 5))).await.unwrap();
+            assert_eq!(reached, Some(log_id::<UTConfig>(1, 1, 5)));
+            assert_eq!(watcher.apply_progress().get(), Some(log_id::<UTConfig>(1, 1, 5)));
+        });
     }
 }
