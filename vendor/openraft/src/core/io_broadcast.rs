@@ -1,5 +1,6 @@
 use crate::RaftTypeConfig;
 use crate::StorageError;
+use crate::core::lazy_watch::LazyWatch;
 use crate::raft_state::IOId;
 use crate::type_config::alias::LogIdOf;
 use crate::type_config::alias::WatchSenderOf;
@@ -30,11 +31,13 @@ where C: RaftTypeConfig
     /// that has not happened yet.
     ///
     /// [`RaftCore`]: crate::core::RaftCore
-    pub(crate) accepted: WatchSenderOf<C, IOId<C>>,
+    /// ramqp: this and the two below are made into channels only when a leader's replication
+    /// task first subscribes (`LazyWatch`); a follower's stay values.
+    pub(crate) accepted: LazyWatch<C, IOId<C>>,
 
     /// Announces an IO that has reached storage, so replication may read those entries.
-    pub(crate) submitted: WatchSenderOf<C, IOId<C>>,
+    pub(crate) submitted: LazyWatch<C, IOId<C>>,
 
     /// Announces the committed log id to the replication tasks.
-    pub(crate) committed: WatchSenderOf<C, Option<LogIdOf<C>>>,
+    pub(crate) committed: LazyWatch<C, Option<LogIdOf<C>>>,
 }

@@ -1229,7 +1229,7 @@ where
         }
     }
 
-    fn new_event_watcher(&self, replicate_rx: WatchReceiverOf<C, Replicate<C>>) -> EventWatcher<C> {
+    fn new_event_watcher(&mut self, replicate_rx: WatchReceiverOf<C, Replicate<C>>) -> EventWatcher<C> {
         EventWatcher {
             replicate_rx,
             committed_rx: self.io_broadcast.committed.subscribe(),

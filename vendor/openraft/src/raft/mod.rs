@@ -90,6 +90,7 @@ use crate::config::Config;
 use crate::config::RuntimeConfig;
 use crate::core::ClientResponderQueue;
 use crate::core::IoBroadcast;
+use crate::core::lazy_watch::LazyWatch; // ramqp
 use crate::core::MetricsChannels;
 use crate::core::PendingReadDeadlineNotifier;
 use crate::core::PendingReadQueue;
@@ -520,9 +521,10 @@ where
         let weak_sm_cmd_tx = sm_cmd_tx.downgrade();
 
         let default_io_id = IOId::new_vote_io(UncommittedVote::new_with_default_term(id.clone()));
-        let (io_accepted_tx, _io_accepted_rx) = C::watch_channel(default_io_id.clone());
-        let (io_submitted_tx, _io_submitted_rx) = C::watch_channel(default_io_id);
-        let (committed_tx, _committed_rx) = C::watch_channel(None);
+        // ramqp: channels only once a replication task subscribes (`LazyWatch`).
+        let io_accepted_tx = LazyWatch::Value(default_io_id.clone());
+        let io_submitted_tx = LazyWatch::Value(default_io_id);
+        let committed_tx = LazyWatch::Value(None);
 
         let shared_replicate_batch = SharedReplicateBatch::new();
 

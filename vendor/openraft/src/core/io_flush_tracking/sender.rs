@@ -1,16 +1,11 @@
 use display_more::DisplayOptionExt;
 
-use crate::OptionalSend;
-use crate::OptionalSync;
 use crate::RaftTypeConfig;
 use crate::Vote;
-use crate::async_runtime::watch::WatchSender;
+use crate::core::lazy_watch::LazyWatch;
 use crate::core::io_flush_tracking::FlushPoint;
 use crate::raft_state::IOId;
 use crate::type_config::alias::LogIdOf;
-use crate::type_config::TypeConfigExt;
-use crate::type_config::alias::WatchReceiverOf;
-use crate::type_config::alias::WatchSenderOf;
 
 /// Sender for publishing I/O flush progress notifications.
 ///
@@ -29,79 +24,28 @@ where C: RaftTypeConfig
     pub(crate) shared: std::sync::Arc<std::sync::Mutex<Progress<C>>>,
 }
 
-/// ramqp: one kind of progress: its value until a handle is made, its channel after.
-pub(crate) enum Slot<C, T>
-where
-    C: RaftTypeConfig,
-    T: OptionalSend + OptionalSync,
-{
-    /// No handle of this kind was ever made: nobody can be waiting.
-    Value(T),
-    /// Handles exist: every change wakes them.
-    Channel(WatchSenderOf<C, T>),
-}
-
-impl<C, T> Slot<C, T>
-where
-    C: RaftTypeConfig,
-    T: OptionalSend + OptionalSync + PartialEq + Clone,
-{
-    /// `value` in place of the one kept if it differs (waking the channel's receivers).
-    fn set(&mut self, value: T) {
-        match self {
-            Slot::Value(prev) => {
-                if *prev != value {
-                    *prev = value;
-                }
-            }
-            Slot::Channel(tx) => {
-                tx.send_if_modified(move |prev| {
-                    if *prev == value {
-                        return false;
-                    }
-                    *prev = value;
-                    true
-                });
-            }
-        }
-    }
-
-    /// A receiver of the channel, made now from the value if it is not yet.
-    pub(crate) fn subscribe(&mut self) -> WatchReceiverOf<C, T> {
-        if let Slot::Value(value) = self {
-            let (tx, rx) = C::watch_channel(value.clone());
-            *self = Slot::Channel(tx);
-            return rx;
-        }
-        match self {
-            Slot::Channel(tx) => tx.subscribe(),
-            Slot::Value(_) => unreachable!("the channel was just made"),
-        }
-    }
-}
-
 /// ramqp: the five kinds of progress a group publishes.
 pub(crate) struct Progress<C>
 where C: RaftTypeConfig
 {
     /// Log I/O progress (includes all I/O operations).
-    pub(crate) log: Slot<C, Option<FlushPoint<C>>>,
+    pub(crate) log: LazyWatch<C, Option<FlushPoint<C>>>,
 
     /// Vote I/O progress (vote-specific updates).
     ///
     /// Note: Uses `Vote<C::LeaderId>` (the internal concrete type) instead of `VoteOf<C>` (the
     /// trait) because `PartialOrd` is required for progress tracking but user-provided
     /// `VoteOf<C>` implementations may not provide it.
-    pub(crate) vote: Slot<C, Option<Vote<C::LeaderId>>>,
+    pub(crate) vote: LazyWatch<C, Option<Vote<C::LeaderId>>>,
 
     /// Commit progress (state machine submission).
-    pub(crate) commit: Slot<C, Option<LogIdOf<C>>>,
+    pub(crate) commit: LazyWatch<C, Option<LogIdOf<C>>>,
 
     /// Snapshot persistence progress.
-    pub(crate) snapshot: Slot<C, Option<LogIdOf<C>>>,
+    pub(crate) snapshot: LazyWatch<C, Option<LogIdOf<C>>>,
 
     /// Last-applied log progress (state machine application).
-    pub(crate) apply: Slot<C, Option<LogIdOf<C>>>,
+    pub(crate) apply: LazyWatch<C, Option<LogIdOf<C>>>,
 }
 
 impl<C> Default for Progress<C>
@@ -109,11 +53,11 @@ where C: RaftTypeConfig
 {
     fn default() -> Self {
         Self {
-            log: Slot::Value(None),
-            vote: Slot::Value(None),
-            commit: Slot::Value(None),
-            snapshot: Slot::Value(None),
-            apply: Slot::Value(None),
+            log: LazyWatch::Value(None),
+            vote: LazyWatch::Value(None),
+            commit: LazyWatch::Value(None),
+            snapshot: LazyWatch::Value(None),
+            apply: LazyWatch::Value(None),
         }
     }
 }
@@ -144,8 +88,8 @@ where C: RaftTypeConfig
         let log = Some(FlushPoint::new(vote.clone(), log_id));
 
         let mut progress = self.lock();
-        progress.vote.set(Some(vote));
-        progress.log.set(log);
+        progress.vote.send_if_different(Some(vote));
+        progress.log.send_if_different(log);
 
         Some(())
     }
@@ -153,21 +97,21 @@ where C: RaftTypeConfig
     /// Publish the latest commit log id progress.
     pub(crate) fn send_commit_progress(&self, log_id: Option<LogIdOf<C>>) -> Option<()> {
         tracing::debug!("send_commit_progress: try to update to :{}", log_id.display());
-        self.lock().commit.set(log_id);
+        self.lock().commit.send_if_different(log_id);
         Some(())
     }
 
     /// Publish the latest snapshot log id progress.
     pub(crate) fn send_snapshot_progress(&self, log_id: Option<LogIdOf<C>>) -> Option<()> {
         tracing::debug!("send_snapshot_progress: try to update to :{}", log_id.display());
-        self.lock().snapshot.set(log_id);
+        self.lock().snapshot.send_if_different(log_id);
         Some(())
     }
 
     /// Publish the latest applied log id progress.
     pub(crate) fn send_apply_progress(&self, log_id: Option<LogIdOf<C>>) -> Option<()> {
         tracing::debug!("send_apply_progress: try to update to :{}", log_id.display());
-        self.lock().apply.set(log_id);
+        self.lock().apply.send_if_different(log_id);
         Some(())
     }
 }
