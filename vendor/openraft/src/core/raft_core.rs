@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use display_more::DisplayOptionExt;
 use display_more::DisplaySliceExt;
-use futures_util::FutureExt; // ramqp
 use tracing::Instrument;
 use tracing::Level;
 use tracing::Span;
@@ -1514,13 +1513,6 @@ where
         self.runtime_stats.notification_budget.record(at_most);
 
         let mut processed = 0u64;
-
-        // ramqp: a local I/O completion that came since the last look (see `rx_io_completed`).
-        if let Some(Ok(())) = self.rx_io_completed.changed().now_or_never() {
-            let notify = io_notification::<C>(&self.rx_io_completed.borrow_watched());
-            self.handle_notification(notify)?;
-            processed += 1;
-        }
 
         for _i in 0..at_most {
             let res = self.rx_notification.try_recv();
