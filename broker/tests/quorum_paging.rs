@@ -33,6 +33,18 @@ fn paged_config_in(dir: &std::path::Path) -> BrokerConfig {
     config
 }
 
+/// [`paged_config_in`] with every body paged and no snapshot on the way
+/// (every entry stays in the log's tail), its segments large enough that
+/// the store keeps an active segment emptied by a drain (under a quarter
+/// full), as it does for a shallow queue.
+fn shallow_paged_config_in(dir: &std::path::Path) -> BrokerConfig {
+    let mut config = paged_config_in(dir);
+    config.quorum.resident_budget_bytes = 0;
+    config.quorum.snapshot_min_log_bytes = 64 * 1024 * 1024;
+    config.quorum.segment_max_bytes = 1024 * 1024;
+    config
+}
+
 fn padded(range: std::ops::Range<usize>) -> Vec<String> {
     range
         .map(|i| format!("message {i:05} {}", "x".repeat(60)))
@@ -224,13 +236,7 @@ async fn a_wiped_follower_catches_up_from_a_streamed_snapshot_and_serves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_queue_pages_nothing_again_after_a_clean_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = paged_config_in(dir.path());
-    config.quorum.resident_budget_bytes = 0;
-    // No snapshot on the way: every entry stays in the tail. The segment
-    // is large enough that the store keeps its active segment emptied by
-    // the drain (under a quarter full), as it does for a shallow queue.
-    config.quorum.snapshot_min_log_bytes = 64 * 1024 * 1024;
-    config.quorum.segment_max_bytes = 1024 * 1024;
+    let config = shallow_paged_config_in(dir.path());
     let broker = Broker::start(config.clone()).await.unwrap();
     let all = padded(0..40);
     assert_eq!(publish(broker.local_addr(), "tail", &all).await, all);
@@ -264,11 +270,9 @@ async fn a_drained_queue_pages_nothing_again_after_a_clean_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_drained_queue_gives_back_its_last_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = paged_config_in(dir.path());
-    config.quorum.resident_budget_bytes = 0;
-    config.quorum.snapshot_min_log_bytes = 64 * 1024 * 1024;
-    config.quorum.segment_max_bytes = 1024 * 1024;
-    let broker = Broker::start(config).await.unwrap();
+    let broker = Broker::start(shallow_paged_config_in(dir.path()))
+        .await
+        .unwrap();
     let all = padded(0..40);
     assert_eq!(publish(broker.local_addr(), "idle", &all).await, all);
     assert_eq!(consume(broker.local_addr(), "idle", 10_000).await, all);
