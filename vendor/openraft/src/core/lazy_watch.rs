@@ -66,14 +66,13 @@ where
 
     /// A receiver of the channel, made now from the value if it is not yet.
     pub(crate) fn subscribe(&mut self) -> WatchReceiverOf<C, T> {
-        if let LazyWatch::Value(value) = self {
-            let (tx, rx) = C::watch_channel(value.clone());
-            *self = LazyWatch::Channel(tx);
-            return rx;
-        }
         match self {
             LazyWatch::Channel(tx) => tx.subscribe(),
-            LazyWatch::Value(_) => unreachable!("the channel was just made"),
+            LazyWatch::Value(value) => {
+                let (tx, rx) = C::watch_channel(value.clone());
+                *self = LazyWatch::Channel(tx);
+                rx
+            }
         }
     }
 }

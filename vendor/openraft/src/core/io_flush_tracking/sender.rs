@@ -62,11 +62,21 @@ where C: RaftTypeConfig
     }
 }
 
+impl<C> Progress<C>
+where C: RaftTypeConfig
+{
+    /// ramqp: `shared` locked, for the sender and the watcher alike (a poisoned lock still
+    /// holds whole values: each update is one assignment).
+    pub(crate) fn lock(shared: &std::sync::Mutex<Self>) -> std::sync::MutexGuard<'_, Self> {
+        shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 impl<C> IoProgressSender<C>
 where C: RaftTypeConfig
 {
     fn lock(&self) -> std::sync::MutexGuard<'_, Progress<C>> {
-        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        Progress::lock(&self.shared)
     }
 
     /// Publish an I/O flush completion notification to watchers.

@@ -53,7 +53,7 @@ where C: RaftTypeConfig
 
     /// ramqp: the progress, locked, for a handle to subscribe to one kind of it.
     fn lock(&self) -> std::sync::MutexGuard<'_, Progress<C>> {
-        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        Progress::lock(&self.shared)
     }
 
     /// Create a watch handle for log I/O flush progress.
