@@ -2,7 +2,9 @@
 //! with the default Raft timings: once idle, every queue's leader stops
 //! heartbeating (its followers take no AppendEntries for seconds) and
 //! nothing is elected; a publish through a real client (fe2o3-amqp) wakes
-//! a quiet queue and is accepted and delivered; when a node dies (cut off
+//! a quiet queue and is accepted and delivered (a quiet leader closes its
+//! replication streams and heartbeat workers, and makes them again when
+//! woken); when a node dies (cut off
 //! from both others, then crashed), every
 //! queue it led gets a new leader within the election time-out although
 //! its followers had not heard from it for seconds (node-level liveness,
@@ -132,6 +134,17 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
             "node {id}'s driver still visits {visited} replicas"
         );
     }
+    // Settled, each quiet leader's core was told to quiesce: it closed its
+    // replication streams and heartbeat workers, so no group holds a
+    // connection to a peer (the publish below makes them again).
+    let all_closed =
+        |c: &Cluster| (1..=3).all(|id| c.node(id).unwrap().quorum().raft_clients_open() == 0);
+    eventually(
+        Duration::from_secs(10),
+        "every quiet leader closed its peer connections",
+        || all_closed(&cluster),
+    )
+    .await;
 
     // A publish through a real client wakes a quiet queue (through a node
     // that does not lead it: forwarded), is accepted and is delivered.
@@ -160,6 +173,12 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
     // runs): each of its queues gets a new leader within the election
     // time-out, the others keep theirs.
     let before = await_quiet(&cluster, heartbeat * 2, "every queue quiet again").await;
+    eventually(
+        Duration::from_secs(10),
+        "the woken leader closed its peer connections again",
+        || all_closed(&cluster),
+    )
+    .await;
     let mut led: HashMap<u64, usize> = HashMap::new();
     for (leader, _) in &before {
         *led.entry(*leader).or_default() += 1;

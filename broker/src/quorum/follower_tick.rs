@@ -381,6 +381,9 @@ impl Visit<'_> {
             }
             Needs::Nothing { settled } => {
                 queue.raft.runtime_config().tick(false);
+                if settled {
+                    quiesce(&queue);
+                }
                 settled
             }
             Needs::Heartbeats => {
@@ -395,6 +398,10 @@ impl Visit<'_> {
                     // full (or that stopped) misses this beat rather
                     // than hold up every other group's.
                     let _ = queue.raft.trigger().heartbeat().now_or_never();
+                } else if quiet.take_quiesce() {
+                    // Once per quiet spell: the pass it costs the core
+                    // changes the leader's metrics, which lists it again.
+                    quiesce(&queue);
                 }
                 quiet_now
             }
@@ -404,6 +411,14 @@ impl Visit<'_> {
         }
         !settled
     }
+}
+
+/// A settled replica is not visited again until something wakes it: what
+/// it need not keep while idle goes now (a quiet leader's replication
+/// streams and heartbeat workers, which its next write or heartbeat makes
+/// again; emptied response queues). Never waits, as a heartbeat's trigger.
+fn quiesce(queue: &QuorumQueue) {
+    let _ = queue.raft.trigger().quiesce().now_or_never();
 }
 
 impl Visit<'_> {

@@ -130,6 +130,8 @@ pub struct QuorumNode {
     pub(super) rebalance: super::rebalance::RebalanceCounts,
     /// Take-overs from a leader lost or not running (`follower_tick.rs`).
     pub(super) successions: super::follower_tick::Successions,
+    /// The groups' open peer connections (`raft/open_clients.rs`).
+    pub(super) raft_clients: crate::raft::OpenClients,
 }
 
 /// The node-wide Raft log file under the data directory.
@@ -233,6 +235,7 @@ impl QuorumNode {
             append_feeds: AppendFeeds::new(FEED_IDLE),
             rebalance: Default::default(),
             successions: Default::default(),
+            raft_clients: Default::default(),
         });
         super::follower_tick::spawn(Arc::downgrade(&node), &node.raft_config);
         queues::spawn_watcher(
@@ -436,7 +439,8 @@ impl QuorumNode {
             SNAPSHOT_CHUNK_BYTES as usize,
             self.config.append_pipeline_depth,
         )
-        .with_reach(self.liveness.clone(), shared.snapshot_cover.subscribe());
+        .with_reach(self.liveness.clone(), shared.snapshot_cover.subscribe())
+        .with_clients(self.raft_clients.clone());
         let raft = Raft::build(
             self.node_id,
             self.raft_config.clone(),

@@ -86,6 +86,8 @@ struct LeaderState {
     /// nodes' incarnations then had acknowledged it).
     voters: Vec<NodeId>,
     quiet_at: Option<Instant>,
+    /// Told to quiesce in this quiet spell (`take_quiesce`).
+    quiesced: bool,
 }
 
 /// What the quiet-group clock counts from.
@@ -200,6 +202,17 @@ impl Quiet {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).quiet
     }
 
+    /// Whether a quiet leader is yet to be told to quiesce in this quiet
+    /// spell (then it counts as told). Once per spell: the core's pass for
+    /// it changes the leader's metrics, which lists it again, and the
+    /// visit that follows would tell it again, and so on.
+    pub(super) fn take_quiesce(&self) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let take = state.quiet && !state.quiesced;
+        state.quiesced |= take;
+        take
+    }
+
     /// A visit of this node's leader replica: whether it is quiet (its
     /// heartbeat is then not triggered).
     pub(super) fn leader_visit(&self, m: &Metrics<QueueRaft>, me: NodeId) -> bool {
@@ -216,6 +229,7 @@ impl Quiet {
             state.index = last;
             state.since = (applied == last).then_some(now);
             state.quiet = false;
+            state.quiesced = false;
             return false;
         }
         let Some(since) = state.since else {
@@ -229,6 +243,7 @@ impl Quiet {
             self.refresh_vouch(&state);
         }
         state.quiet = quiet;
+        state.quiesced &= quiet;
         if let Some(settled) = settled {
             // Settled by a majority: vouched for, quiet or not. Awake
             // because a voter came back (its new incarnation not yet
@@ -384,6 +399,16 @@ impl super::queue::QuorumQueue {
     /// included) from its leader, if it ever did.
     pub fn last_append_age(&self) -> Option<Duration> {
         self.heard_contact().map(|(_, age)| age)
+    }
+}
+
+impl super::node::QuorumNode {
+    /// How many connections of this node's groups to their peers are
+    /// open: about 0 in an idle cluster, where every quiet leader closed
+    /// its replication streams and heartbeat workers (quiesced by the
+    /// node's driver, `follower_tick.rs`).
+    pub fn raft_clients_open(&self) -> usize {
+        self.raft_clients.get()
     }
 }
 

@@ -7,6 +7,7 @@
 //!   a queue under a mutex, its selects holding each future once and its
 //!   watch channels one `Notify` each (less heap per group);
 //! - `network.rs`: openraft's network traits over a [`crate::net::NodeTransport`];
+//! - `open_clients.rs`: how many of the groups' peer connections are open;
 //! - `append_stream.rs`: the leader's pipelined AppendEntries to a follower;
 //! - `append_feed.rs`: the follower's side, one ordered feed per group;
 //! - `snapshot_stream.rs`: a snapshot sent to a follower in chunks, and
@@ -37,6 +38,7 @@ mod lean_runtime;
 mod lean_select;
 mod lean_watch;
 pub(crate) mod network;
+mod open_clients;
 mod purge_gate;
 mod rpc_kind;
 pub(crate) mod snapshot_stream;
@@ -49,6 +51,7 @@ pub(crate) use leadership::{MetricsWatch, ServerMetricsWatch};
 pub(crate) use lean_mpsc::pop_trimmed;
 pub use lean_runtime::LeanRuntime;
 pub(crate) use network::PeerReach;
+pub use open_clients::OpenClients;
 pub(crate) use purge_gate::{PurgeGatedLog, SnapshotCover};
 pub use rpc_kind::RpcKind;
 pub(crate) use snapshot_stream::{SnapshotChunk, SnapshotReceiver, SnapshotSink};

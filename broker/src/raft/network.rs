@@ -47,6 +47,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::AsyncRead;
 
+use super::open_clients::{OpenClient, OpenClients};
 use super::purge_gate::SnapshotIndex;
 use super::snapshot_stream::{self, SnapshotChunk};
 use super::{GroupId, RpcKind};
@@ -129,6 +130,8 @@ pub(crate) struct GroupNetwork<SD> {
     /// The group's snapshot index: a new snapshot ends a wait on a lost
     /// peer (the module docs say why).
     pub(crate) snapshots: Option<SnapshotIndex>,
+    /// The node's count of open peer connections (`open_clients.rs`).
+    pub(crate) clients: OpenClients,
     pub(crate) _snapshot: PhantomData<fn() -> SD>,
 }
 
@@ -151,8 +154,15 @@ impl<SD> GroupNetwork<SD> {
             append_depth,
             reach: None,
             snapshots: None,
+            clients: OpenClients::default(),
             _snapshot: PhantomData,
         }
+    }
+
+    /// Counts its connections in the node's `clients`.
+    pub(crate) fn with_clients(mut self, clients: OpenClients) -> Self {
+        self.clients = clients;
+        self
     }
 
     /// Streams to a peer whose node `reach` knows lost wait for it, or
@@ -179,6 +189,7 @@ pub(crate) struct GroupConnection<SD> {
     append_depth: usize,
     reach: Option<Arc<dyn PeerReach>>,
     snapshots: Option<SnapshotIndex>,
+    _open: OpenClient,
     _snapshot: PhantomData<fn() -> SD>,
 }
 
@@ -201,6 +212,7 @@ where
             append_depth: self.append_depth,
             reach: self.reach.clone(),
             snapshots: self.snapshots.clone(),
+            _open: self.clients.open(),
             _snapshot: PhantomData,
         }
     }

@@ -40,6 +40,7 @@ mod client_responder_queue;
 mod linearizable_read;
 mod metrics_channels;
 mod notification_name;
+mod quiesce; // ramqp
 mod raft_core;
 mod replication_state;
 mod server_state;

@@ -1935,6 +1935,7 @@ where
             ExternalCommand::Heartbeat => {
                 self.send_heartbeat("ExternalCommand");
             }
+            ExternalCommand::Quiesce => self.quiesce(), // ramqp
             ExternalCommand::Snapshot => {
                 self.trigger_snapshot();
             }
@@ -2610,7 +2611,7 @@ where
     }
 
     /// Run [`Command::CloseReplicationStreams`].
-    fn run_close_replication_streams(&mut self) {
+    pub(crate) fn run_close_replication_streams(&mut self) { // ramqp: pub(crate), for quiesce.rs
         self.heartbeat_handle.close_workers();
 
         let left = std::mem::take(&mut self.replications);
@@ -2620,7 +2621,7 @@ where
     }
 
     /// Run [`Command::RebuildReplicationStreams`].
-    async fn run_rebuild_replication_streams(
+    pub(crate) async fn run_rebuild_replication_streams( // ramqp: pub(crate), for quiesce.rs
         &mut self,
         leader_vote: CommittedVoteOf<C>,
         targets: Vec<TargetProgress<C>>,
@@ -2734,7 +2735,11 @@ where
             Command::AppendEntries {
                 committed_vote,
                 entries,
-            } => self.run_append_entries(committed_vote, entries).await?,
+            } => {
+                // ramqp: a quiesced leader's streams, which read what it appends
+                self.ensure_replication(None).await;
+                self.run_append_entries(committed_vote, entries).await?
+            }
             Command::SaveVote { vote } => self.run_save_vote(vote).await?,
             Command::PurgeLog { upto } => self.run_purge_log(upto).await?,
             Command::TruncateLog { after } => self.run_truncate_log(after).await?,
@@ -2745,16 +2750,21 @@ where
                 self.spawn_parallel_vote_requests(&vote_req, VoteRequestKind::PreVote).await;
             }
             Command::ReplicateCommitted { committed } => {
+                self.ensure_replication(None).await; // ramqp: a quiesced leader's streams
                 self.io_broadcast.committed.send_if_greater(committed);
             }
             Command::BroadcastHeartbeat {
                 session_id,
                 bypass_min_interval,
-            } => self.broadcast_heartbeat(session_id, bypass_min_interval),
+            } => {
+                self.ensure_replication(None).await; // ramqp: a quiesced leader's workers
+                self.broadcast_heartbeat(session_id, bypass_min_interval)
+            }
             Command::SaveCommittedAndApply { already_applied, upto } => {
                 self.run_save_committed_and_apply(already_applied, upto).await?
             }
             Command::Replicate { req, target } => {
+                self.ensure_replication(Some(&target)).await; // ramqp: a quiesced leader's streams
                 let node = self.replications.get(&target).expect("replication to target node exists");
                 node.replicate_tx.send(req).ok();
             }
@@ -2762,7 +2772,10 @@ where
                 leader_vote,
                 target,
                 inflight_id,
-            } => self.run_replicate_snapshot(leader_vote, target, inflight_id).await,
+            } => {
+                self.ensure_replication(Some(&target)).await; // ramqp: a quiesced leader's streams
+                self.run_replicate_snapshot(leader_vote, target, inflight_id).await
+            }
             Command::BroadcastTransferLeader { req } => self.broadcast_transfer_leader(req).await,
             Command::CloseReplicationStreams => self.run_close_replication_streams(),
             Command::FailPendingReads => self.fail_pending_reads(),

@@ -76,6 +76,20 @@ where C: RaftTypeConfig
         self.raft_inner.send_external_command(ExternalCommand::Heartbeat).await
     }
 
+    /// ramqp: give back what an idle group need not keep, and return at once.
+    ///
+    /// Emptied response queues give back their buffers. On a leader whose every target holds
+    /// the whole log, with nothing in flight and no leadership transfer going on, the
+    /// replication streams and heartbeat workers are closed; the next command that needs one
+    /// (a replication, a heartbeat) makes them again from the leader's progress. Call it once
+    /// the followers also know the commit index (e.g. after they acknowledged a heartbeat sent
+    /// after the last commit): a closed stream sends them no later commit index.
+    ///
+    /// Returns error when RaftCore has [`Fatal`] error, e.g., shut down or having storage error.
+    pub async fn quiesce(&self) -> Result<(), Fatal<C>> {
+        self.raft_inner.send_external_command(ExternalCommand::Quiesce).await
+    }
+
     /// Trigger to build a snapshot at once and return at once.
     ///
     /// Returns error when RaftCore has [`Fatal`] error, e.g., shut down or having storage error.

@@ -91,6 +91,11 @@ where C: RaftTypeConfig
         vote: Option<VoteOf<C>>,
         membership_log_id: Option<LogIdOf<C>>,
     },
+
+    /// ramqp: give back what an idle group need not keep: emptied response queues and, on a
+    /// leader whose every target holds its whole log with nothing in flight, the replication
+    /// streams and heartbeat workers (made again by the next command that needs them).
+    Quiesce,
 }
 
 impl<C> ExternalCommand<C>
@@ -108,6 +113,7 @@ where C: RaftTypeConfig
             ExternalCommand::AllowNextRevert { .. } => ExternalCommandName::AllowNextRevert,
             ExternalCommand::SetMetricsRecorder { .. } => ExternalCommandName::SetMetricsRecorder,
             ExternalCommand::RefreshServerState { .. } => ExternalCommandName::RefreshServerState,
+            ExternalCommand::Quiesce => ExternalCommandName::Quiesce,
         }
     }
 }
@@ -168,6 +174,9 @@ where C: RaftTypeConfig
                     vote.display(),
                     membership_log_id.display()
                 )
+            }
+            ExternalCommand::Quiesce => {
+                write!(f, "Quiesce")
             }
         }
     }

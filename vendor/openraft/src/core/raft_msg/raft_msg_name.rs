@@ -16,6 +16,7 @@ pub enum ExternalCommandName {
     AllowNextRevert,
     SetMetricsRecorder,
     RefreshServerState,
+    Quiesce, // ramqp
 }
 
 /// Enum naming each Raft message type tracked for logging, metrics, and debugging.
