@@ -3,8 +3,8 @@
 //! heartbeating (its followers take no AppendEntries for seconds) and
 //! nothing is elected; a publish through a real client (fe2o3-amqp) wakes
 //! a quiet queue and is accepted and delivered (a quiet leader closes its
-//! replication streams and heartbeat workers, and makes them again when
-//! woken); when a node dies (cut off
+//! replication streams and heartbeat workers and ends its proposer, and
+//! makes them again when woken); when a node dies (cut off
 //! from both others, then crashed), every
 //! queue it led gets a new leader within the election time-out although
 //! its followers had not heard from it for seconds (node-level liveness,
@@ -145,6 +145,16 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         || all_closed(&cluster),
     )
     .await;
+    // And its proposer ended (each queue took a publish, so each leader
+    // had one): the publish below starts another.
+    for i in 0..QUEUES {
+        for (id, q) in replicas(&cluster, i) {
+            assert!(
+                !q.proposer_running(),
+                "queue {i}'s proposer still runs on node {id}"
+            );
+        }
+    }
 
     // A publish through a real client wakes a quiet queue (through a node
     // that does not lead it: forwarded), is accepted and is delivered.

@@ -122,7 +122,7 @@ impl QuorumQueue {
             } else {
                 SettleMsg::Settle(id, SettleKind::Failed)
             };
-            let _ = self.settles().send(message);
+            let _ = self.send_settle(message);
         }
     }
 }

@@ -152,10 +152,10 @@ impl QuorumQueue {
         for (ids, reason) in chosen {
             if dead {
                 for id in ids {
-                    let _ = self.settles().send(SettleMsg::DeadLetter(id, reason));
+                    let _ = self.send_settle(SettleMsg::DeadLetter(id, reason));
                 }
             } else {
-                let _ = self.settles().send(SettleMsg::Discard(ids, reason));
+                let _ = self.send_settle(SettleMsg::Discard(ids, reason));
             }
         }
     }

@@ -381,9 +381,6 @@ impl Visit<'_> {
             }
             Needs::Nothing { settled } => {
                 queue.raft.runtime_config().tick(false);
-                if settled {
-                    quiesce(&queue);
-                }
                 settled
             }
             Needs::Heartbeats => {
@@ -413,11 +410,13 @@ impl Visit<'_> {
     }
 }
 
-/// A settled replica is not visited again until something wakes it: what
-/// it need not keep while idle goes now (a quiet leader's replication
-/// streams and heartbeat workers, which its next write or heartbeat makes
-/// again; emptied response queues). Never waits, as a heartbeat's trigger.
+/// A quiet leader is not visited again until something wakes it: its
+/// replication streams and heartbeat workers go now (vendored openraft's
+/// `Trigger::quiesce`; its next write or heartbeat makes them again), and
+/// its proposer and settlement batcher if idle. Never waits, as a
+/// heartbeat's trigger.
 fn quiesce(queue: &QuorumQueue) {
+    queue.park_idle_tasks();
     let _ = queue.raft.trigger().quiesce().now_or_never();
 }
 

@@ -16,7 +16,7 @@ use super::leadership_watch::leads_without_quorum;
 use super::publish_gate::PublishGate;
 use super::queue::QuorumQueue;
 use super::quiet::Quiet;
-use super::task_queue::{self, TaskReceiver, TaskSender};
+use super::task_queue::TaskReceiver;
 use super::types::{Command, QueueRaft, QueueRaftHandle, ENQUEUE_BATCH_MAX};
 use crate::latency::LatencyHistogram;
 use crate::queue::{Outcome, PublishConfirm};
@@ -40,12 +40,13 @@ const ENTRIES_IN_FLIGHT_MAX: usize = 2;
 const ENQUEUE_BATCH_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 impl QuorumQueue {
-    /// The way to the proposer, started by the first publish to this
-    /// replica: followers and unused queues hold neither its channel nor
-    /// its task. The task ends when the queue is dropped.
-    pub(super) fn proposals(&self) -> &TaskSender<Proposal> {
-        self.proposal_tx.get_or_init(|| {
-            let (tx, rx) = task_queue::channel();
+    /// Hands `proposal` to the proposer, started by the first publish to
+    /// this replica (followers and unused queues hold neither its queue
+    /// nor its task) and again by the first after a quiet spell ended it
+    /// (`task_queue::TaskSlot`). Hands it back once the proposer ended by
+    /// itself (the group is shutting down).
+    pub(super) fn propose(&self, proposal: Proposal) -> Result<(), Proposal> {
+        self.proposal_tx.send(proposal, |rx| {
             tokio::spawn(propose_in_order(
                 self.raft.clone(),
                 rx,
@@ -55,7 +56,6 @@ impl QuorumQueue {
                 self.shared.commit_latency.clone(),
                 self.shared.quiet.clone(),
             ));
-            tx
         })
     }
 }

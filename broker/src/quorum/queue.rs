@@ -6,7 +6,7 @@
 
 use openraft::async_runtime::watch::WatchReceiver;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::dead_letter_outbox::DeadLetterStart;
@@ -17,7 +17,7 @@ use super::proposer::Proposal;
 use super::publish_gate::PublishGate;
 use super::settle_batcher::SettleMsg;
 use super::state_machine::Shared;
-use super::task_queue::TaskSender;
+use super::task_queue::TaskSlot;
 use super::types::{QueueRaftHandle, SettleKind};
 use crate::net::NodeId;
 use crate::queue::dead_letter::DeathReason;
@@ -37,11 +37,13 @@ pub struct QuorumQueue {
     pub(super) shared: Arc<Shared>,
     pub(super) gate: Arc<PublishGate>,
     /// Settlements to the batcher task, both made by the first settlement
-    /// (`settle_batcher.rs`, [`QuorumQueue::settles`]).
-    pub(super) settle_tx: OnceLock<TaskSender<SettleMsg>>,
+    /// and ended while the queue is quiet (`settle_batcher.rs`,
+    /// [`QuorumQueue::send_settle`]).
+    pub(super) settle_tx: TaskSlot<SettleMsg>,
     /// Publishes in order to the proposer task, bounded by `gate`; both
-    /// made by the first publish (`proposer.rs`, [`QuorumQueue::proposals`]).
-    pub(super) proposal_tx: OnceLock<TaskSender<Proposal>>,
+    /// made by the first publish and ended while the queue is quiet
+    /// (`proposer.rs`, [`QuorumQueue::propose`]).
+    pub(super) proposal_tx: TaskSlot<Proposal>,
     /// While held, neither publishes nor settlements are proposed (they
     /// wait): a leadership hand-off needs the log to stop growing so the
     /// target can match it and win the vote (see `handoff.rs`).
@@ -102,8 +104,8 @@ impl QuorumQueue {
             raft,
             shared,
             gate,
-            settle_tx: OnceLock::new(),
-            proposal_tx: OnceLock::new(),
+            settle_tx: TaskSlot::default(),
+            proposal_tx: TaskSlot::default(),
             hold,
             alarm,
             contact: LeaderContact::default(),
@@ -453,7 +455,7 @@ impl Queue for QuorumQueue {
             confirm,
             expires_at,
         };
-        if let Err(proposal) = self.proposals().send(proposal) {
+        if let Err(proposal) = self.propose(proposal) {
             // The proposer ended (the group is shutting down).
             self.gate.done();
             if let Some(confirm) = proposal.confirm {
@@ -536,10 +538,10 @@ impl Queue for QuorumQueue {
     fn settle(&self, consumer: ConsumerId, message: MessageId, outcome: Outcome) {
         match self.settle_here(consumer, message, outcome) {
             Some((_, Some(reason))) if self.dead_letters_on() => {
-                let _ = self.settles().send(SettleMsg::DeadLetter(message, reason));
+                let _ = self.send_settle(SettleMsg::DeadLetter(message, reason));
             }
             Some((kind, _)) => {
-                let _ = self.settles().send(SettleMsg::Settle(message, kind));
+                let _ = self.send_settle(SettleMsg::Settle(message, kind));
             }
             None => {}
         }

@@ -400,6 +400,19 @@ impl super::queue::QuorumQueue {
     pub fn last_append_age(&self) -> Option<Duration> {
         self.heard_contact().map(|(_, age)| age)
     }
+
+    /// A quiet leader's proposer and settlement batcher end if idle (the
+    /// next publish or settlement starts them again, `task_queue.rs`).
+    pub(super) fn park_idle_tasks(&self) {
+        self.proposal_tx.park_if_idle();
+        self.settle_tx.park_if_idle();
+    }
+
+    /// Whether this replica's proposer runs: from its first publish until
+    /// the queue goes quiet.
+    pub fn proposer_running(&self) -> bool {
+        self.proposal_tx.started()
+    }
 }
 
 impl super::node::QuorumNode {

@@ -22,7 +22,7 @@ use openraft::async_runtime::watch::WatchReceiver;
 use super::hold::ProposalHold;
 use super::queue::QuorumQueue;
 use super::state_machine::Shared;
-use super::task_queue::{self, TaskReceiver, TaskSender};
+use super::task_queue::TaskReceiver;
 use super::types::{Command, QueueRaftHandle, SettleKind};
 use crate::queue::dead_letter::DeathReason;
 use crate::queue::{ConsumerId, MessageId, Outcome};
@@ -207,16 +207,14 @@ impl QuorumQueue {
     /// of this replica: a channel's first block and a task per replica of
     /// every group are not spent before anything was settled (followers
     /// never settle). The task ends when the queue is dropped.
-    pub(super) fn settles(&self) -> &TaskSender<SettleMsg> {
-        self.settle_tx.get_or_init(|| {
-            let (tx, rx) = task_queue::channel();
+    pub(super) fn send_settle(&self, msg: SettleMsg) -> Result<(), SettleMsg> {
+        self.settle_tx.send(msg, |rx| {
             tokio::spawn(replicate_settlements(
                 self.raft.clone(),
                 rx,
                 self.hold.clone(),
                 self.shared.clone(),
             ));
-            tx
         })
     }
 
@@ -238,12 +236,14 @@ impl QuorumQueue {
     /// Wait (bounded) until the settlements taken so far are replicated, so
     /// a graceful stop does not make accepted messages come back.
     pub(crate) async fn flush_settlements(&self, limit: Duration) {
-        // No batcher yet: nothing was ever settled here.
-        let Some(settles) = self.settle_tx.get() else {
-            return;
-        };
+        // No batcher: nothing was settled here since it last went idle
+        // (or ever).
         let (done, wait) = tokio::sync::oneshot::channel();
-        if settles.send(SettleMsg::Flush(done)).is_ok() {
+        if self
+            .settle_tx
+            .send_if_running(SettleMsg::Flush(done))
+            .is_ok()
+        {
             let _ = tokio::time::timeout(limit, wait).await;
         }
     }

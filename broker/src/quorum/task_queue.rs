@@ -13,6 +13,12 @@
 //! gone and the queue drained; `send` fails, handing the message back,
 //! once the receiver is gone.
 //!
+//! A [`TaskSlot`] starts the task at the first message and lets it end
+//! while it is idle (`park_if_idle`: waiting in `recv` on an empty queue,
+//! so done with everything it took): a quiet queue's leader keeps neither
+//! the task nor the queue, and the next message starts a new one, which
+//! cannot overtake the old: that one had finished.
+//!
 //! Must not know: what the messages are.
 
 use std::collections::VecDeque;
@@ -33,6 +39,8 @@ struct State<T> {
     items: VecDeque<T>,
     sender_gone: bool,
     receiver_gone: bool,
+    /// The receiver found the queue empty and waits in `recv`.
+    idle: bool,
 }
 
 impl<T> Shared<T> {
@@ -56,6 +64,7 @@ pub(super) fn channel<T>() -> (TaskSender<T>, TaskReceiver<T>) {
             items: VecDeque::new(),
             sender_gone: false,
             receiver_gone: false,
+            idle: false,
         }),
         ready: AtomicWaker::new(),
     });
@@ -84,6 +93,62 @@ impl<T> Drop for TaskSender<T> {
     }
 }
 
+/// The sending end of a task started on demand; see the module's doc.
+pub(super) struct TaskSlot<T>(Mutex<Option<TaskSender<T>>>);
+
+impl<T> Default for TaskSlot<T> {
+    fn default() -> Self {
+        TaskSlot(Mutex::new(None))
+    }
+}
+
+impl<T> TaskSlot<T> {
+    fn lock(&self) -> MutexGuard<'_, Option<TaskSender<T>>> {
+        // Nothing panics under the lock but an allocation failure.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `msg`, first handing a new queue's receiver to `start` (which
+    /// spawns the task) if no task runs; hands `msg` back if the task ended
+    /// by itself.
+    pub(super) fn send(&self, msg: T, start: impl FnOnce(TaskReceiver<T>)) -> Result<(), T> {
+        let mut slot = self.lock();
+        let tx = slot.get_or_insert_with(|| {
+            let (tx, rx) = channel();
+            start(rx);
+            tx
+        });
+        tx.send(msg)
+    }
+
+    /// Queues `msg` if a task runs; hands it back if none does.
+    pub(super) fn send_if_running(&self, msg: T) -> Result<(), T> {
+        match self.lock().as_ref() {
+            Some(tx) => tx.send(msg),
+            None => Err(msg),
+        }
+    }
+
+    /// Lets the task end if it is idle (the sender dropped: its `recv`
+    /// returns `None`). Sends go through this slot's lock, so none can
+    /// come between the look and the drop.
+    pub(super) fn park_if_idle(&self) {
+        let mut slot = self.lock();
+        let idle = slot.as_ref().is_some_and(|tx| {
+            let state = tx.0.lock();
+            state.idle && state.items.is_empty() && !state.receiver_gone
+        });
+        if idle {
+            *slot = None;
+        }
+    }
+
+    /// Whether a task runs (or ended by itself and was not parked).
+    pub(super) fn started(&self) -> bool {
+        self.lock().is_some()
+    }
+}
+
 impl<T> TaskReceiver<T> {
     /// The next message; `None` once the sender is gone and all is taken.
     pub(super) async fn recv(&mut self) -> Option<T> {
@@ -107,9 +172,15 @@ impl<T> TaskReceiver<T> {
     fn look(&mut self) -> Option<Option<T>> {
         let mut state = self.0.lock();
         match pop_trimmed(&mut state.items) {
-            Some(msg) => Some(Some(msg)),
+            Some(msg) => {
+                state.idle = false;
+                Some(Some(msg))
+            }
             None if state.sender_gone => Some(None),
-            None => None,
+            None => {
+                state.idle = true;
+                None
+            }
         }
     }
 
@@ -166,6 +237,49 @@ mod tests {
         tx.send("queued".into()).map_err(|_| "task gone").unwrap();
         drop(rx);
         assert_eq!(tx.send("late".into()), Err("late".to_string()));
+    }
+
+    #[tokio::test]
+    async fn an_idle_task_is_parked_and_the_next_message_starts_another() {
+        let slot = TaskSlot::<u32>::default();
+        let (done_tx, mut done) = tokio::sync::mpsc::unbounded_channel();
+        let start = |mut rx: TaskReceiver<u32>| {
+            let done_tx = done_tx.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Some(n) = rx.recv().await {
+                    got.push(n);
+                }
+                let _ = done_tx.send(got);
+            });
+        };
+        slot.send(1, start).unwrap();
+        slot.send(2, start).unwrap();
+        // Not idle before the task took everything: not parked.
+        slot.park_if_idle();
+        assert!(slot.started(), "a task with messages queued was parked");
+        let wait = Duration::from_secs(10);
+        let idle = || {
+            let guard = slot.lock();
+            let state = guard.as_ref().unwrap().0.lock();
+            state.idle && state.items.is_empty()
+        };
+        tokio::time::timeout(wait, async {
+            while !idle() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the task never went idle");
+        slot.park_if_idle();
+        assert!(!slot.started());
+        let first = tokio::time::timeout(wait, done.recv()).await.unwrap();
+        assert_eq!(first, Some(vec![1, 2]), "the parked task ended");
+        assert_eq!(slot.send_if_running(9), Err(9), "no task runs");
+        slot.send(3, start).unwrap();
+        drop(slot);
+        let second = tokio::time::timeout(wait, done.recv()).await.unwrap();
+        assert_eq!(second, Some(vec![3]), "a new task took the next message");
     }
 
     #[test]

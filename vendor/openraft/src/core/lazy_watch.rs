@@ -64,6 +64,16 @@ where
         })
     }
 
+    /// Back to the value alone, the channel dropped: its receivers see it closed. For when
+    /// they are being shut down anyway (a quiesced leader's replication streams); the next
+    /// `subscribe` makes a new channel from the value.
+    pub(crate) fn unwatch(&mut self) {
+        if let LazyWatch::Channel(tx) = self {
+            let value = tx.borrow_watched().clone();
+            *self = LazyWatch::Value(value);
+        }
+    }
+
     /// A receiver of the channel, made now from the value if it is not yet.
     pub(crate) fn subscribe(&mut self) -> WatchReceiverOf<C, T> {
         match self {
@@ -101,6 +111,28 @@ mod tests {
             assert!(watch.send_if_different(8));
             second.changed().await.unwrap();
             assert_eq!(*second.borrow_watched(), 8);
+        });
+    }
+
+    /// Unwatched, the value is kept and the old receivers see the channel closed; a new
+    /// receiver reads the value and is woken by later changes.
+    #[test]
+    fn an_unwatched_channel_keeps_its_value_and_closes_its_receivers() {
+        UTConfig::<()>::run(async {
+            let mut watch = LazyWatch::<UTConfig, u64>::Value(1);
+            let mut old = watch.subscribe();
+            assert!(watch.send_if_greater(4));
+            watch.unwatch();
+            assert!(matches!(watch, LazyWatch::Value(4)));
+            assert_eq!(*old.borrow_and_update(), 4);
+            assert!(old.changed().await.is_err(), "the old receiver sees the channel closed");
+            watch.unwatch(); // a value stays a value
+            assert!(watch.send_if_greater(6));
+            let mut rx = watch.subscribe();
+            assert_eq!(*rx.borrow_watched(), 6);
+            assert!(watch.send_if_greater(9));
+            rx.changed().await.unwrap();
+            assert_eq!(*rx.borrow_and_update(), 9);
         });
     }
 }

@@ -14,10 +14,8 @@
 //! local append, a commit to broadcast, a replication, a snapshot to send, a heartbeat)
 //! therefore first makes them all again from the engine's progress
 //! ([`RaftCore::ensure_replication`]), as a membership change does without closing the old
-//! ones, and hands each new stream the request the engine has in flight for it. A follower's or
-//! a leader's emptied response queues give back their buffers too.
-
-use std::collections::VecDeque;
+//! ones, and hands each new stream the request the engine has in flight for it. The I/O
+//! broadcast's channels, which only the streams read, go back to plain values until then.
 
 use crate::RaftNetworkFactory;
 use crate::RaftTypeConfig;
@@ -39,14 +37,8 @@ where
     LS: RaftLogStorage<C>,
     SM: RaftStateMachine<C>,
 {
-    /// Give back what this idle group need not keep (see the module's doc).
+    /// Give back what this idle leader need not keep (see the module's doc).
     pub(crate) fn quiesce(&mut self) {
-        let pending = &mut self.engine.output.pending_responds;
-        shed_if_empty(&mut pending.on_log_io);
-        shed_if_empty(&mut pending.on_log_flush);
-        shed_if_empty(&mut pending.on_apply);
-        shed_if_empty(&mut pending.on_snapshot);
-
         if self.replications.is_empty() || !self.replication_is_settled() {
             return;
         }
@@ -65,6 +57,10 @@ where
         }
         tracing::debug!("quiesce: closing the replication streams and heartbeat workers of an idle leader");
         self.run_close_replication_streams();
+        // Only replication streams read these: their channels go with them.
+        self.io_broadcast.accepted.unwatch();
+        self.io_broadcast.submitted.unwatch();
+        self.io_broadcast.committed.unwatch();
     }
 
     /// Whether this node leads, everything it holds is committed, and every target holds its
@@ -135,12 +131,5 @@ where
                 handle.replicate_tx.send(req).ok();
             }
         }
-    }
-}
-
-/// An empty queue's buffer given back (a queue that held a few responses keeps their slots).
-fn shed_if_empty<T>(queue: &mut VecDeque<T>) {
-    if queue.is_empty() && queue.capacity() > 0 {
-        *queue = VecDeque::new();
     }
 }

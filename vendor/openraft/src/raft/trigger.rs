@@ -76,12 +76,13 @@ where C: RaftTypeConfig
         self.raft_inner.send_external_command(ExternalCommand::Heartbeat).await
     }
 
-    /// ramqp: give back what an idle group need not keep, and return at once.
+    /// ramqp: give back what an idle leader need not keep, and return at once.
     ///
-    /// Emptied response queues give back their buffers. On a leader whose every target holds
-    /// the whole log, with nothing in flight and no leadership transfer going on, the
-    /// replication streams and heartbeat workers are closed; the next command that needs one
-    /// (a replication, a heartbeat) makes them again from the leader's progress. Call it once
+    /// On a leader that has committed all it holds, whose every target holds all of it with
+    /// nothing in flight but its stream's wait for more, and with no leadership transfer going
+    /// on, the replication streams and heartbeat workers are closed; the next command that
+    /// needs one (an append, a commit, a replication, a heartbeat) makes them again from the
+    /// leader's progress. Elsewhere it does nothing. Call it once
     /// the followers also know the commit index (e.g. after they acknowledged a heartbeat sent
     /// after the last commit): a closed stream sends them no later commit index.
     ///

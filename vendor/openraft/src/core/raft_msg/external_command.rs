@@ -92,9 +92,9 @@ where C: RaftTypeConfig
         membership_log_id: Option<LogIdOf<C>>,
     },
 
-    /// ramqp: give back what an idle group need not keep: emptied response queues and, on a
-    /// leader whose every target holds its whole log with nothing in flight, the replication
-    /// streams and heartbeat workers (made again by the next command that needs them).
+    /// ramqp: on a leader whose every target holds its whole log with nothing in flight, close
+    /// the replication streams and heartbeat workers (made again by the next command that
+    /// needs them).
     Quiesce,
 }
 
