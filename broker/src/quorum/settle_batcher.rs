@@ -203,10 +203,12 @@ pub(super) enum SettleMsg {
 }
 
 impl QuorumQueue {
-    /// The way to the settlement batcher, started by the first settlement
-    /// of this replica: a channel's first block and a task per replica of
-    /// every group are not spent before anything was settled (followers
-    /// never settle). The task ends when the queue is dropped.
+    /// Hands `msg` to the settlement batcher, started by the first
+    /// settlement of this replica (a queue and a task per replica of every
+    /// group are not spent before anything was settled; followers never
+    /// settle) and again by the first after a quiet spell ended it
+    /// (`task_queue::TaskSlot`). Hands it back once the batcher ended by
+    /// itself (the queue is gone).
     pub(super) fn send_settle(&self, msg: SettleMsg) -> Result<(), SettleMsg> {
         self.settle_tx.send(msg, |rx| {
             tokio::spawn(replicate_settlements(
