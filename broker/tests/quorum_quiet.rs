@@ -105,6 +105,16 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         .await;
         assert_eq!(got, [text], "queue {i} takes a publish");
     }
+    // Awake (the last publish is well within the 2 s a leader waits before
+    // it goes quiet), leaders hold connections to their peers: the count
+    // that must reach 0 below counts real ones.
+    let open: usize = (1..=3)
+        .map(|id| cluster.node(id).unwrap().quorum().raft_clients_open())
+        .sum();
+    assert!(
+        open > 0,
+        "no peer connection counted while queues are awake"
+    );
 
     // Idle: every leader goes quiet and its followers stop hearing it
     // (four heartbeat intervals without an AppendEntries).
