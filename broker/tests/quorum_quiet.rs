@@ -131,6 +131,13 @@ async fn idle_groups_go_quiet_wake_on_a_publish_and_fail_over_without_heartbeats
         },
     )
     .await;
+    // A quiet group's data metrics, asked for the first time, show its log
+    // (openraft makes that channel on demand and fills it in).
+    for (_, replica) in replicas(&cluster, 0) {
+        let last = replica.raft_status().last_log_index;
+        let shown = replica.data_metrics_last_log(Duration::from_secs(5)).await;
+        assert_eq!(shown, last, "the data metrics of a quiet replica");
+    }
     assert!(
         (0..QUEUES).all(|i| quiet_for(&cluster, i, Duration::from_secs(5))),
         "no follower took an AppendEntries for the 5 s window"

@@ -401,6 +401,24 @@ impl super::queue::QuorumQueue {
         self.heard_contact().map(|(_, age)| age)
     }
 
+    /// The index of the last log entry the group's data metrics show once
+    /// they do, waited for up to `limit`. Openraft makes that channel on
+    /// the first request and has its core fill it in (vendor/README.md): a
+    /// quiet group's core makes no pass of its own for it.
+    pub async fn data_metrics_last_log(&self, limit: Duration) -> Option<u64> {
+        use openraft::async_runtime::watch::WatchReceiver;
+        let mut data = self.raft.data_metrics();
+        let filled = async {
+            loop {
+                if let Some(log) = data.borrow_watched().last_log {
+                    return Some(log.index);
+                }
+                data.changed().await.ok()?;
+            }
+        };
+        tokio::time::timeout(limit, filled).await.ok().flatten()
+    }
+
     /// A quiet leader's proposer and settlement batcher end if idle (the
     /// next publish or settlement starts them again, `task_queue.rs`).
     pub(super) fn park_idle_tasks(&self) {

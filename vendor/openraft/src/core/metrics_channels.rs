@@ -1,6 +1,6 @@
 use crate::RaftTypeConfig;
 use crate::core::io_flush_tracking::IoProgressSender;
-use crate::metrics::RaftDataMetrics;
+use crate::core::lazy_data_metrics::LazyDataMetrics;
 use crate::metrics::RaftMetrics;
 use crate::metrics::RaftServerMetrics;
 use crate::type_config::alias::WatchSenderOf;
@@ -22,15 +22,10 @@ where C: RaftTypeConfig
 
     /// The subset of metrics that changes with data, backing [`Raft::data_metrics()`].
     ///
-    /// [`Raft::data_metrics()`]: crate::Raft::data_metrics
-    pub(crate) data: WatchSenderOf<C, RaftDataMetrics<C>>,
-
-    /// ramqp: whether [`Raft::data_metrics()`] was ever called. Until then the data metrics are
-    /// updated in place without waking anyone: nobody can be waiting on them, and each wake-up
-    /// of a tokio watch costs its eight `Notify`s, at every pass of the core loop.
+    /// ramqp: a channel only once [`Raft::data_metrics()`] was called (`LazyDataMetrics`).
     ///
     /// [`Raft::data_metrics()`]: crate::Raft::data_metrics
-    pub(crate) data_watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) data: std::sync::Arc<LazyDataMetrics<C>>,
 
     /// The subset of metrics that changes with server state, backing [`Raft::server_metrics()`].
     ///

@@ -27,6 +27,7 @@ pub(crate) mod balancer;
 pub(crate) mod core_state;
 pub(crate) mod heartbeat;
 pub(crate) mod io_broadcast;
+pub(crate) mod lazy_data_metrics; // ramqp
 pub(crate) mod lazy_watch; // ramqp
 pub(crate) mod io_flush_tracking;
 pub(crate) mod merged_raft_msg_receiver;

@@ -866,16 +866,7 @@ where
         // but not `RaftDataMetrics` and `RaftServerMetrics`.
         // Thus if `RaftMetrics` change is perceived, the other two should have been updated.
 
-        // ramqp: read under the channel's lock, after the update, so a subscriber that came
-        // before the update is woken by it and one that came after reads it.
-        let data_watched = &self.metrics.data_watched;
-        self.metrics.data.send_if_modified(|metrics| {
-            if data_metrics.ne(metrics) {
-                *metrics = data_metrics.clone();
-                return data_watched.load(Ordering::SeqCst); // ramqp
-            }
-            false
-        });
+        self.metrics.data.send(&data_metrics); // ramqp: nothing until someone asked
 
         self.metrics.server.send_if_modified(|metrics| {
             if server_metrics.ne(metrics) {
@@ -1936,6 +1927,7 @@ where
                 self.send_heartbeat("ExternalCommand");
             }
             ExternalCommand::Quiesce => self.quiesce(), // ramqp
+            ExternalCommand::FlushMetrics => {}         // ramqp: the loop flushes them
             ExternalCommand::Snapshot => {
                 self.trigger_snapshot();
             }

@@ -107,6 +107,7 @@ use crate::core::io_flush_tracking::LogProgress;
 use crate::core::io_flush_tracking::SnapshotProgress;
 use crate::core::io_flush_tracking::VoteProgress;
 use crate::core::merged_raft_msg_receiver::BatchRaftMsgReceiver;
+use crate::core::lazy_data_metrics::LazyDataMetrics; // ramqp
 use crate::core::raft_msg::RaftMsg;
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::core::raft_msg::install_full_snapshot_request::InstallFullSnapshotRequest;
@@ -481,9 +482,8 @@ where
         let (tx_install_snapshot, rx_install_snapshot) = C::mpsc(api_channel_size);
         let (tx_notify, rx_notify) = C::mpsc(notification_channel_size);
         let (tx_metrics, rx_metrics) = C::watch_channel(RaftMetrics::new_initial(id.clone()));
-        let (tx_data_metrics, rx_data_metrics) = C::watch_channel(RaftDataMetrics::default());
-        // ramqp: data metrics wake nobody until someone asks for them.
-        let data_metrics_watched = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // ramqp: a channel only once someone asks for them.
+        let data_metrics = Arc::new(LazyDataMetrics::new());
         let (tx_server_metrics, rx_server_metrics) = C::watch_channel(RaftServerMetrics::new_initial(id.clone()));
 
         // Watch channel for IO completion notifications from storage callbacks.
@@ -536,7 +536,7 @@ where
             let tx_install_snapshot = tx_install_snapshot.clone();
             let rx_metrics = rx_metrics.clone();
             let rx_server_metrics = rx_server_metrics.clone();
-            let data_metrics_watched_core = data_metrics_watched.clone(); // ramqp
+            let data_metrics_core = data_metrics.clone(); // ramqp
 
             Box::new(move |inner: &RaftInner<C>| {
                 let tick_tx = tx_notify.clone();
@@ -591,8 +591,7 @@ where
 
                     metrics: MetricsChannels {
                         all: tx_metrics,
-                        data: tx_data_metrics,
-                        data_watched: data_metrics_watched_core, // ramqp
+                        data: data_metrics_core, // ramqp
                         server: tx_server_metrics,
                         progress: tx_progress,
                     },
@@ -635,8 +634,7 @@ where
             tick_handle: Mutex::new(None),
             tx_api,
             rx_metrics,
-            rx_data_metrics,
-            data_metrics_watched, // ramqp
+            data_metrics, // ramqp
             rx_server_metrics,
             progress_watcher,
             tx_shutdown: Mutex::new(Some(tx_shutdown)),
@@ -1529,10 +1527,22 @@ where
     }
 
     /// Get a handle to the data metrics channel.
+    ///
+    /// ramqp: the channel is made by the first call and holds the defaults until the core's next
+    /// pass, which that call asks for: wait for a change (or a condition) rather than read it
+    /// at once.
     pub fn data_metrics(&self) -> WatchReceiverOf<C, RaftDataMetrics<C>> {
-        // ramqp: from now on every change wakes the watchers.
-        self.inner.data_metrics_watched.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.inner.rx_data_metrics.clone()
+        let (rx, made) = self.inner.data_metrics.subscribe();
+        if made {
+            let tx_api = self.inner.tx_api.clone();
+            // Detached: it ends once the command is queued, or the core is gone (it then has
+            // no metrics to give).
+            let _detached = C::spawn(async move {
+                let cmd = ExternalCommand::FlushMetrics;
+                let _ = tx_api.send(RaftMsg::ExternalCommand { cmd }).await;
+            });
+        }
+        rx
     }
 
     /// Get a handle to the server metrics channel.

@@ -20,7 +20,6 @@ use crate::core::io_flush_tracking::IoProgressWatcher;
 use crate::core::raft_msg::RaftMsg;
 use crate::core::raft_msg::external_command::ExternalCommand;
 use crate::errors::Fatal;
-use crate::metrics::RaftDataMetrics;
 use crate::metrics::RaftServerMetrics;
 use crate::metrics::Wait;
 use crate::raft::core_state::CoreState;
@@ -51,9 +50,8 @@ where C: RaftTypeConfig
     pub(in crate::raft) tick_handle: Mutex<Option<TickHandle<C>>>,
     pub(in crate::raft) tx_api: MpscSenderOf<C, RaftMsg<C>>,
     pub(in crate::raft) rx_metrics: WatchReceiverOf<C, RaftMetrics<C>>,
-    pub(in crate::raft) rx_data_metrics: WatchReceiverOf<C, RaftDataMetrics<C>>,
-    /// ramqp: set by the first [`Raft::data_metrics()`](crate::Raft::data_metrics) call.
-    pub(in crate::raft) data_metrics_watched: Arc<std::sync::atomic::AtomicBool>,
+    /// ramqp: made by the first [`Raft::data_metrics()`](crate::Raft::data_metrics) call.
+    pub(in crate::raft) data_metrics: Arc<crate::core::lazy_data_metrics::LazyDataMetrics<C>>,
     pub(in crate::raft) rx_server_metrics: WatchReceiverOf<C, RaftServerMetrics<C>>,
     pub(in crate::raft) progress_watcher: IoProgressWatcher<C>,
 

@@ -96,6 +96,10 @@ where C: RaftTypeConfig
     /// the replication streams and heartbeat workers (made again by the next command that
     /// needs them).
     Quiesce,
+
+    /// ramqp: nothing but a pass of the core loop, whose metrics flush fills in a data-metrics
+    /// channel made just now (`LazyDataMetrics`).
+    FlushMetrics,
 }
 
 impl<C> ExternalCommand<C>
@@ -114,6 +118,7 @@ where C: RaftTypeConfig
             ExternalCommand::SetMetricsRecorder { .. } => ExternalCommandName::SetMetricsRecorder,
             ExternalCommand::RefreshServerState { .. } => ExternalCommandName::RefreshServerState,
             ExternalCommand::Quiesce => ExternalCommandName::Quiesce,
+            ExternalCommand::FlushMetrics => ExternalCommandName::FlushMetrics,
         }
     }
 }
@@ -177,6 +182,9 @@ where C: RaftTypeConfig
             }
             ExternalCommand::Quiesce => {
                 write!(f, "Quiesce")
+            }
+            ExternalCommand::FlushMetrics => {
+                write!(f, "FlushMetrics")
             }
         }
     }

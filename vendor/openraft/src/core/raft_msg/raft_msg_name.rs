@@ -16,7 +16,8 @@ pub enum ExternalCommandName {
     AllowNextRevert,
     SetMetricsRecorder,
     RefreshServerState,
-    Quiesce, // ramqp
+    Quiesce,      // ramqp
+    FlushMetrics, // ramqp
 }
 
 /// Enum naming each Raft message type tracked for logging, metrics, and debugging.
