@@ -267,6 +267,12 @@ pub struct QueuesConfig {
     pub max_messages: usize,
     /// The same limit in body bytes.
     pub max_bytes: u64,
+    /// How often the node lets go of the routed queues nothing uses (how
+    /// it reaches a `/quorum/` queue, or a transient queue held by another
+    /// node, for the clients attached through it): one is dropped at the
+    /// second sweep in a row that finds it without links or anything in
+    /// flight, and made again by the next attach.
+    pub route_sweep_ms: u64,
 }
 
 impl Default for QueuesConfig {
@@ -276,6 +282,7 @@ impl Default for QueuesConfig {
             declare: Vec::new(),
             max_messages: 1_000_000,
             max_bytes: 1024 * 1024 * 1024,
+            route_sweep_ms: 10_000,
         }
     }
 }

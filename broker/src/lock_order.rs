@@ -1,12 +1,16 @@
 //! The lock order of the broker, written down and checked in debug builds.
 //!
-//! Two locks are ever held together in one place only: a routed queue's
+//! Two ranked locks are ever held together in one place only: a routed queue's
 //! link state (`forward/routed.rs`, [`Rank::RoutedQueue`]) is held while it
 //! calls into the local quorum queue, whose state machine lock
 //! ([`Rank::QuorumQueue`]) is taken inside. Never the reverse: a quorum
 //! queue talks back to routed queues only through sinks (channels). Moving
 //! a link to a new leader needs the routed lock across those calls, so the
 //! order is kept rather than the nesting removed.
+//!
+//! The node's map of routed queues (`node/registry.rs`, a plain `RwLock`)
+//! is held while its sweep of unused routed queues looks at each one's
+//! state ([`Rank::RoutedQueue`]); a routed queue never takes that map.
 //!
 //! A change of the node's queue policies (`node/policies.rs`,
 //! [`Rank::PolicyChange`]) is held while the new set is put on every open
@@ -59,6 +63,12 @@ impl<T> OrderedMutex<T> {
             rank,
             inner: Mutex::new(value),
         }
+    }
+
+    /// The value, without locking: `&mut self` is the only handle (e.g.
+    /// in a `Drop`, which may run under any other lock).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.inner.get_mut().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Lock it. A poisoned lock is taken anyway: every step on the guarded

@@ -110,6 +110,63 @@ async fn a_transient_queue_is_reachable_from_every_node() {
     cluster.shutdown().await;
 }
 
+/// A node lets go of a routed queue once no link has held it for two
+/// sweeps (`node/route_sweep.rs`) and makes it again for the next attach;
+/// one a consumer holds stays and keeps delivering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_queue_nothing_uses_is_let_go_and_made_again() {
+    let mut base = config();
+    base.queues.route_sweep_ms = 100;
+    let cluster = Cluster::start(3, base).await.unwrap();
+    publish(cluster.addr(1).unwrap(), "let-go", &[]).await;
+    let (_, f1, f2) = roles(&cluster, "let-go", Duration::from_secs(10)).await;
+    let routes = |n: u64| cluster.node(n).unwrap().routed_queues();
+
+    let mut connection = open_at(cluster.addr(f2).unwrap(), "let-go-rx").await;
+    let mut session = begin_session(&mut connection).await;
+    let mut rx = step(
+        "receiver attach",
+        Receiver::builder()
+            .name("rx")
+            .source("/quorum/let-go")
+            .credit_mode(CreditMode::Manual)
+            .attach(&mut session),
+    )
+    .await
+    .unwrap();
+    step("credit", rx.set_credit(100)).await.unwrap();
+    let sent = publish(cluster.addr(f1).unwrap(), "let-go", &texts(0..5)).await;
+    assert_eq!(sent, texts(0..5), "accepted through a follower");
+    eventually(
+        Duration::from_secs(10),
+        "the publisher's node lets go",
+        || routes(f1) == 0,
+    )
+    .await;
+    assert_eq!(routes(f2), 1, "the consumer's routed queue is kept");
+    let sent = publish(cluster.addr(f1).unwrap(), "let-go", &texts(5..10)).await;
+    assert_eq!(
+        sent,
+        texts(5..10),
+        "accepted through a routed queue made again"
+    );
+    for i in 0..10 {
+        let (delivery, text) = recv_text(&mut rx).await;
+        assert_eq!(text, format!("m-{i}"), "each once, in order");
+        step("accept", rx.accept(&delivery)).await.unwrap();
+    }
+    let _ = rx.close().await;
+    let _ = session.end().await;
+    let _ = connection.close().await;
+    eventually(
+        Duration::from_secs(10),
+        "the consumer's node lets go",
+        || routes(f2) == 0,
+    )
+    .await;
+    cluster.shutdown().await;
+}
+
 /// Publish to any address; returns the accepted texts.
 async fn publish_to(addr: SocketAddr, address: &str, texts: &[String]) -> Vec<String> {
     let mut connection = open_at(addr, "tx").await;

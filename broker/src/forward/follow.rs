@@ -58,13 +58,6 @@ async fn sleep_for(period: Option<Duration>) {
     }
 }
 
-impl Drop for RoutedQueue {
-    /// Its follower task may be waiting with no timer: it ends now.
-    fn drop(&mut self) {
-        self.kick.notify_one();
-    }
-}
-
 /// The consumer attached through remote link `link`.
 pub(super) fn find_link(state: &mut State, link: u64) -> Option<&mut RConsumer> {
     state

@@ -6,6 +6,7 @@
 //!   fast path when this node leads, else proxies over the transport;
 //! - `follow.rs`: finding the leader and moving links when it changes;
 //! - `held_settles.rs`: settlements held for the leader until one is known;
+//! - `release.rs`: when a routed queue may be let go, and what goes with it;
 //! - `server.rs`: the serving side, running forwarded links against the
 //!   local queue and shipping their events back;
 //! - `protocol.rs`: the postcard messages in the envelopes;
@@ -21,6 +22,7 @@ pub(crate) mod fuzz_checks;
 mod held_settles;
 mod links;
 mod protocol;
+mod release;
 mod retarget;
 mod routed;
 mod routed_txn;

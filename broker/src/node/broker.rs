@@ -363,6 +363,11 @@ impl Broker {
         &self.quorum
     }
 
+    /// How many routed queues this node holds (`route_sweep.rs`).
+    pub fn routed_queues(&self) -> usize {
+        self.registry.routes()
+    }
+
     /// This node's id.
     pub fn node_id(&self) -> u64 {
         self.node_id
@@ -547,6 +552,7 @@ async fn assemble(
         metadata: metadata.clone(),
     });
     super::expiry_sweep::spawn(Arc::downgrade(&registry), Arc::downgrade(&quorum));
+    super::route_sweep::spawn(Arc::downgrade(&registry), config.queues.route_sweep_ms);
     let policies = Arc::new(NodePolicies::new(
         policies,
         registry.clone(),

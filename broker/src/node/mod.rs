@@ -14,6 +14,7 @@
 //! - `dead_letter_router.rs`: publishing dead-lettered messages through it;
 //! - `queue_admin.rs`: deleting and purging queues (admin's `QueueControl`);
 //! - `expiry_sweep.rs`: the node's once-a-second sweep of expired messages;
+//! - `route_sweep.rs`: letting go of the routed queues nothing uses;
 //! - `policies.rs`: replacing the queue policy set and putting it on every
 //!   open queue;
 //! - `replica_sets.rs`: the cluster metadata as the quorum side's replica sets;
@@ -40,6 +41,7 @@ mod policies;
 mod queue_admin;
 mod registry;
 mod replica_sets;
+mod route_sweep;
 mod startup;
 
 pub use broker::{Broker, BrokerError, Reloaded};

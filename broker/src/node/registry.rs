@@ -8,12 +8,17 @@
 //! It implements the engine's [`QueueDirectory`] and forwarding's
 //! [`LocalQueues`]; neither layer sees this type.
 //!
+//! A routed queue nothing uses is let go (`drop_unused_routes`, swept by
+//! `route_sweep.rs`); the next attach makes it again.
+//!
 //! Locks: `queues` and `routed` are each held only for a map operation,
-//! never together and never while calling into a queue or the quorum node.
+//! never together and never while calling into a queue or the quorum node,
+//! except that the sweep looks at each routed queue's state under the
+//! `routed` write lock (a routed queue never takes it; `lock_order.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::config::QueuesConfig;
@@ -36,6 +41,9 @@ pub(crate) struct Registry {
     quorum: Arc<QuorumNode>,
     forwarder: Arc<Forwarder>,
     routed: RwLock<HashMap<QueueAddress, Arc<RoutedQueue>>>,
+    /// The routed queues the last sweep found unused (dropped if the next
+    /// one finds them so again).
+    unused_routes: Mutex<HashSet<QueueAddress>>,
     /// The node's queue policies, resolved when a transient queue is made.
     policies: Arc<Policies>,
     /// Handed to every transient queue made here.
@@ -79,6 +87,7 @@ impl Registry {
             quorum,
             forwarder,
             routed: RwLock::new(HashMap::new()),
+            unused_routes: Mutex::new(HashSet::new()),
             policies,
             dead_letters,
         };
@@ -222,6 +231,38 @@ impl Registry {
             .clone()
     }
 
+    /// Drop the routed queues nothing uses: held by no link (the map's
+    /// handle is their only one) and with nothing in them
+    /// ([`RoutedQueue::is_unused`]), at the second sweep in a row that
+    /// finds them so, which spares one just made for an attach under way.
+    /// How many were dropped.
+    pub(crate) fn drop_unused_routes(&self) -> usize {
+        let mut seen = self.unused_routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut unused = HashSet::new();
+        let mut dropped = Vec::new();
+        write(&self.routed).retain(|address, queue| {
+            // Only the map holds it, so no new handle can appear meanwhile.
+            if Arc::strong_count(queue) > 1 || !queue.is_unused() {
+                return true;
+            }
+            if seen.contains(address) {
+                // Dropped after the map's lock: its `Drop` sends on the
+                // node transport.
+                dropped.push(queue.clone());
+                return false;
+            }
+            unused.insert(address.clone());
+            true
+        });
+        *seen = unused;
+        dropped.len()
+    }
+
+    /// How many routed queues the node holds now.
+    pub(crate) fn routes(&self) -> usize {
+        read(&self.routed).len()
+    }
+
     async fn prepare_address(&self, address: &QueueAddress) -> Result<(), LookupError> {
         if address.kind() != QueueKind::Quorum {
             if !self.owns(address) {
@@ -232,7 +273,10 @@ impl Registry {
         let unavailable = |e: String| LookupError::QuorumUnavailable(address.to_string(), e);
         let exists = self.knows_routed(address) || self.quorum.get(address).is_some();
         if !exists {
-            if !self.config.auto_create {
+            // Declared but not open here: a non-replica whose routed queue
+            // was let go (or a replica that has not opened it yet).
+            let declared = self.quorum.is_declared(address.name());
+            if !declared && !self.config.auto_create {
                 return Err(LookupError::NotFound(address.to_string()));
             }
             // Declared in the cluster metadata first: its members decide
@@ -321,7 +365,11 @@ impl QueueDirectory for Registry {
 
     fn lookup(&self, address: &QueueAddress) -> Result<Arc<dyn Queue>, LookupError> {
         if address.kind() == QueueKind::Quorum {
-            let known = self.knows_routed(address) || self.quorum.get(address).is_some();
+            // Declared: prepared, but its routed queue may have been let
+            // go since (`drop_unused_routes`); made again here.
+            let known = self.knows_routed(address)
+                || self.quorum.get(address).is_some()
+                || self.quorum.is_declared(address.name());
             if !known {
                 return Err(LookupError::NotFound(address.to_string()));
             }
