@@ -235,7 +235,7 @@ impl QuorumNode {
             append_feeds: AppendFeeds::new(FEED_IDLE),
             rebalance: Default::default(),
             successions: Default::default(),
-            raft_clients: Default::default(),
+            raft_clients: crate::raft::OpenClients::counted(),
         });
         super::follower_tick::spawn(Arc::downgrade(&node), &node.raft_config);
         queues::spawn_watcher(

@@ -10,30 +10,41 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// The count, shared by every group network of a node.
+/// The count, shared by every group network of a node. The default
+/// counts nothing (a network nobody reads the count of, such as the
+/// metadata group's): no allocation for it.
 #[derive(Debug, Clone, Default)]
-pub struct OpenClients(Arc<AtomicUsize>);
+pub struct OpenClients(Option<Arc<AtomicUsize>>);
 
 impl OpenClients {
+    /// A count starting at 0.
+    pub(crate) fn counted() -> OpenClients {
+        OpenClients(Some(Arc::default()))
+    }
+
     /// Connections open now.
     pub fn get(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
+        self.0.as_ref().map_or(0, |n| n.load(Ordering::Relaxed))
     }
 
     /// Counts one more until the returned guard drops.
     pub(crate) fn open(&self) -> OpenClient {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        if let Some(n) = &self.0 {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
         OpenClient(self.0.clone())
     }
 }
 
 /// One open connection, counted while it lives.
 #[derive(Debug)]
-pub(crate) struct OpenClient(Arc<AtomicUsize>);
+pub(crate) struct OpenClient(Option<Arc<AtomicUsize>>);
 
 impl Drop for OpenClient {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        if let Some(n) = &self.0 {
+            n.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -43,7 +54,11 @@ mod tests {
 
     #[test]
     fn a_client_counts_while_it_lives() {
-        let clients = OpenClients::default();
+        let uncounted = OpenClients::default();
+        let guard = uncounted.open();
+        assert_eq!(uncounted.get(), 0, "the default counts nothing");
+        drop(guard);
+        let clients = OpenClients::counted();
         let a = clients.open();
         let b = clients.clone().open();
         assert_eq!(clients.get(), 2);

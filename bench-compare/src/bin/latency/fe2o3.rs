@@ -123,6 +123,7 @@ pub(crate) async fn run_trial(args: &Args, target: &Target, trial: u32) -> Resul
     let rounds = args.warmup + args.lat_n;
     for seq in 0..rounds {
         let message = body(seq);
+        super::gap(args, seq).await;
         let start = Instant::now();
         publish_one(&mut sender, message, args.confirm, timeout, seq).await?;
         let sent_at = Instant::now();

@@ -100,12 +100,24 @@ struct Args {
     /// (raw client only; implies --colour), e.g. "colour = 'red'".
     #[arg(long, env = "LAT_SELECTOR")]
     selector: Option<String>,
+    /// Pause before each recorded round trip, ms: past a quorum queue's
+    /// quiet delay (2 s) every publish finds its group quiet, so the
+    /// closed loop measures the first publish after a quiet spell.
+    #[arg(long, env = "LAT_GAP_MS", default_value_t = 0)]
+    gap_ms: u64,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
     target::init_stderr_logs();
     target::run_on_runtime(args.threads, run(args))
+}
+
+/// The pause before round trip `seq` (`--gap-ms`; none in the warm-up).
+async fn gap(args: &Args, seq: u64) {
+    if args.gap_ms > 0 && seq >= args.warmup {
+        tokio::time::sleep(std::time::Duration::from_millis(args.gap_ms)).await;
+    }
 }
 
 async fn run(args: Args) -> Result<()> {
@@ -190,6 +202,7 @@ async fn run(args: Args) -> Result<()> {
     result.insert("publish".into(), json!(mode));
     result.insert("samples".into(), json!(args.lat_n));
     result.insert("warmup".into(), json!(args.warmup));
+    result.insert("gap_ms".into(), json!(args.gap_ms));
     result.insert("blast_n".into(), json!(args.n));
     result.insert("credit".into(), json!(args.credit));
     result.insert(

@@ -122,6 +122,7 @@ pub(crate) async fn run_trial(args: &Args, target: &Target, trial: u32) -> Resul
     let rounds = args.warmup + args.lat_n;
     for seq in 0..rounds {
         let message = body(args, run, seq);
+        super::gap(args, seq).await;
         let start = Instant::now();
         sender
             .send(&mut publisher, &message)

@@ -22,4 +22,4 @@ for b in blocks:
     ks=[a for a in ats if pat.search(a)]
     k=ks[0] if ks else '<none>'
     agg[k]+=sz(b[0]); cnt[k]+=int(re.search(r'over (\d+) calls',b[0]).group(1))
-for k,v in agg.most_common(int(sys.argv[3]) if len(sys.argv)>3 else 40): print(f'{v/1e4:8.3f} KiB/grp {cnt[k]/1e4:7.2f}/grp {k}')
+for k,v in agg.most_common(int(sys.argv[3]) if len(sys.argv)>3 else 40): print(f'{v/1e4:8.3f} B/grp {cnt[k]/1e4:7.2f}/grp {k}')
