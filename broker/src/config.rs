@@ -271,7 +271,7 @@ pub struct QueuesConfig {
     /// it reaches a `/quorum/` queue, or a transient queue held by another
     /// node, for the clients attached through it): one is dropped at the
     /// second sweep in a row that finds it without links or anything in
-    /// flight, and made again by the next attach.
+    /// flight, and made again by the next attach. 0: never.
     pub route_sweep_ms: u64,
 }
 

@@ -167,6 +167,25 @@ async fn a_routed_queue_nothing_uses_is_let_go_and_made_again() {
     cluster.shutdown().await;
 }
 
+/// `route_sweep_ms = 0`: a node keeps its routed queues (the sweep does
+/// not run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_route_sweep_a_routed_queue_is_kept() {
+    let mut base = config();
+    base.queues.route_sweep_ms = 0;
+    let cluster = Cluster::start(3, base).await.unwrap();
+    publish(cluster.addr(1).unwrap(), "kept", &[]).await;
+    let (_, f1, _) = roles(&cluster, "kept", Duration::from_secs(10)).await;
+    let sent = publish(cluster.addr(f1).unwrap(), "kept", &texts(0..1)).await;
+    assert_eq!(sent, texts(0..1));
+    let routes = || cluster.node(f1).unwrap().routed_queues();
+    holds_for(Duration::from_secs(1), "the routed queue is kept", || {
+        routes() == 1
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
 /// Publish to any address; returns the accepted texts.
 async fn publish_to(addr: SocketAddr, address: &str, texts: &[String]) -> Vec<String> {
     let mut connection = open_at(addr, "tx").await;

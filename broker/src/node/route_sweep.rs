@@ -2,7 +2,8 @@
 //! `route_sweep_ms` (10 s by default), has the registry let go of the
 //! routed queues no link has held since the last sweep
 //! (`Registry::drop_unused_routes`). Without it a node kept one for every
-//! queue a client ever used through it, with its follower task.
+//! queue a client ever used through it, with its follower task. With 0 it
+//! does not start (the former behaviour).
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -11,8 +12,11 @@ use super::registry::Registry;
 
 /// Start the sweep; it ends once the registry is gone.
 pub(crate) fn spawn(registry: Weak<Registry>, every_ms: u64) {
+    if every_ms == 0 {
+        return;
+    }
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(every_ms.max(1)));
+        let mut tick = tokio::time::interval(Duration::from_millis(every_ms));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick is at once: nothing to sweep yet.
         tick.tick().await;
