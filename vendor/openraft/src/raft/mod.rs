@@ -1529,8 +1529,8 @@ where
     /// Get a handle to the data metrics channel.
     ///
     /// ramqp: the channel is made by the first call and holds the defaults until the core's next
-    /// pass, which that call asks for: wait for a change (or a condition) rather than read it
-    /// at once.
+    /// pass, which that call asks for (it spawns a task on the runtime, so call it from within
+    /// it): wait for a change (or a condition) rather than read it at once.
     pub fn data_metrics(&self) -> WatchReceiverOf<C, RaftDataMetrics<C>> {
         let (rx, made) = self.inner.data_metrics.subscribe();
         if made {
