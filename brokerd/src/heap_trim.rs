@@ -2,11 +2,17 @@
 //! what a drained queue freed resident inside its arenas: measured after
 //! filling one quorum queue to 1M messages and draining it (release build,
 //! depth bin), the process stayed at 110 MiB RSS; one `malloc_trim(0)`
-//! brought it to 23 MiB. So a thread looks every 5 to 60 s at how much of
+//! brought it to 23 MiB. So a thread looks every 5 to 15 s at how much of
 //! the resident memory malloc is not using, and trims when that grew by
-//! more than [`SLACK_TRIGGER`] since the last look that trimmed: a trim
-//! walks the arenas under their locks, so it runs after a large release,
-//! not on a steady state.
+//! more than [`trigger`] (8 MiB, or a sixteenth of the heap in use if
+//! more) since the last look that trimmed: a trim walks the arenas under
+//! their locks, so it runs after a release, not on a steady state.
+//!
+//! At 10,000 idle quorum queues a node frees ~40 MiB of small blocks
+//! when its groups go quiet (tasks and streams ended): with a 32 MiB
+//! trigger and looks up to 60 s apart, that came back to the system at
+//! once in some runs and a minute later in others (docs/benchmarks.md,
+//! "Memory per idle group, eleventh pass").
 //!
 //! glibc only (other C libraries: nothing to do). The one place the daemon
 //! calls C directly; it knows nothing of queues (the resident size comes
@@ -15,16 +21,24 @@
 
 use std::time::Duration;
 
-/// Resident bytes malloc does not use, above what they were after the
-/// last trim, that start a trim.
-pub const SLACK_TRIGGER: u64 = 32 * 1024 * 1024;
+/// The least growth of resident bytes malloc does not use, above what
+/// they were after the last trim, that starts a trim.
+pub const SLACK_TRIGGER: u64 = 8 * 1024 * 1024;
+
+/// The growth that starts a trim with `in_use` bytes of heap in use: a
+/// sixteenth of it, at least [`SLACK_TRIGGER`], so a heap of gigabytes
+/// (a deep queue) is not walked for every few megabytes it gives back.
+pub fn trigger(in_use: u64) -> u64 {
+    (in_use / 16).max(SLACK_TRIGGER)
+}
+
 /// How often it looks after a trim; each look that finds nothing to do
 /// doubles the wait, up to [`PERIOD_MAX`]: `mallinfo2` walks every free
-/// chunk of every arena (about 9 ms at a 3 GB heap of 10,000 idle queues, a
-/// tenth of the idle node's CPU at one look every 5 s).
+/// chunk of every arena (about 9 ms at a 3 GB heap of 10,000 idle queues,
+/// 0.06% of a core at one look every 15 s).
 const PERIOD: Duration = Duration::from_secs(5);
 /// The longest wait between two looks.
-const PERIOD_MAX: Duration = Duration::from_secs(60);
+const PERIOD_MAX: Duration = Duration::from_secs(15);
 
 /// Start the trimming thread (a no-op where malloc is not glibc's).
 pub fn spawn() -> std::io::Result<()> {
@@ -40,8 +54,9 @@ pub fn spawn() -> std::io::Result<()> {
             loop {
                 // A periodic look, not a wait: nothing signals it.
                 std::thread::sleep(period);
-                let before = slack();
-                if before > floor.saturating_add(SLACK_TRIGGER) {
+                let in_use = in_use_bytes();
+                let before = slack_with(in_use);
+                if before > floor.saturating_add(trigger(in_use)) {
                     trim();
                     floor = slack();
                     period = PERIOD;
@@ -58,9 +73,14 @@ pub fn spawn() -> std::io::Result<()> {
 /// Resident bytes of the process that malloc holds but does not use (plus
 /// code and stacks, a constant); 0 if unknown.
 fn slack() -> u64 {
+    slack_with(in_use_bytes())
+}
+
+/// The same, with the bytes in use already read.
+fn slack_with(in_use: u64) -> u64 {
     broker::process::resident_bytes()
         .unwrap_or(0)
-        .saturating_sub(in_use_bytes())
+        .saturating_sub(in_use)
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -110,9 +130,16 @@ mod tests {
         trim();
         let after = slack();
         assert!(
-            after + SLACK_TRIGGER < before,
+            after + 32 * 1024 * 1024 < before,
             "resident but unused: {before} before the trim, {after} after"
         );
         drop(blocks);
+    }
+
+    #[test]
+    fn a_large_heap_trims_after_a_larger_release() {
+        assert_eq!(trigger(0), SLACK_TRIGGER);
+        assert_eq!(trigger(64 * 1024 * 1024), SLACK_TRIGGER);
+        assert_eq!(trigger(3 << 30), (3 << 30) / 16);
     }
 }
