@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use fe2o3_amqp::link::receiver::CreditMode;
 use fe2o3_amqp::types::messaging::Outcome;
 use fe2o3_amqp::{Receiver, Sender};
 use ramqpd_broker::{BrokerConfig, Cluster};
@@ -52,17 +51,7 @@ async fn credit_and_drain_through_a_follower() {
 
     let mut connection = open_at(cluster.addr(f2).unwrap(), "credit-rx").await;
     let mut session = begin_session(&mut connection).await;
-    let mut rx = step(
-        "receiver attach",
-        Receiver::builder()
-            .name("rx")
-            .source("/quorum/credit")
-            .credit_mode(CreditMode::Manual)
-            .attach(&mut session),
-    )
-    .await
-    .unwrap();
-    step("credit 2", rx.set_credit(2)).await.unwrap();
+    let mut rx = attach_receiver_at(&mut session, "rx", "/quorum/credit", 2).await;
     for i in 0..2 {
         let (delivery, text) = recv_text(&mut rx).await;
         assert_eq!(text, format!("m-{i}"));
@@ -124,17 +113,7 @@ async fn a_routed_queue_nothing_uses_is_let_go_and_made_again() {
 
     let mut connection = open_at(cluster.addr(f2).unwrap(), "let-go-rx").await;
     let mut session = begin_session(&mut connection).await;
-    let mut rx = step(
-        "receiver attach",
-        Receiver::builder()
-            .name("rx")
-            .source("/quorum/let-go")
-            .credit_mode(CreditMode::Manual)
-            .attach(&mut session),
-    )
-    .await
-    .unwrap();
-    step("credit", rx.set_credit(100)).await.unwrap();
+    let mut rx = attach_receiver_at(&mut session, "rx", "/quorum/let-go", 100).await;
     let sent = publish(cluster.addr(f1).unwrap(), "let-go", &texts(0..5)).await;
     assert_eq!(sent, texts(0..5), "accepted through a follower");
     eventually(

@@ -130,11 +130,7 @@ impl RoutedQueue {
     /// Whether the queue has links or publishes that need a live target.
     pub(super) fn in_use(&self) -> bool {
         let state = self.lock();
-        !state.consumers.is_empty()
-            || !state.pending.is_empty()
-            || !state.backlog.is_empty()
-            || state.pub_link.is_some()
-            || !state.orphans.is_empty()
+        state.holds_work() || state.pub_link.is_some()
     }
 
     /// A search found `target`: move there unless something else did.

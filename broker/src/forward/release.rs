@@ -11,20 +11,27 @@
 //!
 //! It answers for one queue and must not know the registry.
 
-use super::routed::{RoutedQueue, Target};
+use super::routed::{RoutedQueue, State, Target};
+
+impl State {
+    /// Whether a client's work is in it: a consumer, a publish pending or
+    /// held back, a held settlement of a consumer that left. (What the
+    /// follower task's `in_use` and `is_unused` below share.)
+    pub(super) fn holds_work(&self) -> bool {
+        !self.consumers.is_empty()
+            || !self.pending.is_empty()
+            || !self.backlog.is_empty()
+            || !self.orphans.is_empty()
+    }
+}
 
 impl RoutedQueue {
-    /// Whether nothing is left in it: no consumer, no publish pending,
-    /// held back or waiting for room, no held settlement of a consumer
-    /// that left. (An open publishing link at a remote leader is closed
-    /// when it is dropped.)
+    /// Whether nothing is left in it: no work ([`State::holds_work`]) and
+    /// no publisher waiting for room. (An open publishing link at a remote
+    /// leader is closed when it is dropped.)
     pub(crate) fn is_unused(&self) -> bool {
         let state = self.lock();
-        state.consumers.is_empty()
-            && state.pending.is_empty()
-            && state.backlog.is_empty()
-            && state.waiters.is_empty()
-            && state.orphans.is_empty()
+        !state.holds_work() && state.waiters.is_empty()
     }
 }
 

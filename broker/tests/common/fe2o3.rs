@@ -52,11 +52,21 @@ pub async fn attach_sender(session: &mut Sess, name: &str, queue: &str) -> Sende
 /// Attach a receiver to `/queues/<queue>` with manual credit `credit`
 /// (granted right away when non-zero).
 pub async fn attach_receiver(session: &mut Sess, name: &str, queue: &str, credit: u32) -> Receiver {
+    attach_receiver_at(session, name, &format!("/queues/{queue}"), credit).await
+}
+
+/// The same for any `address` (e.g. `/quorum/<name>`).
+pub async fn attach_receiver_at(
+    session: &mut Sess,
+    name: &str,
+    address: &str,
+    credit: u32,
+) -> Receiver {
     let mut receiver = step(
         "fe2o3 receiver attach",
         Receiver::builder()
             .name(name.to_string())
-            .source(format!("/queues/{queue}"))
+            .source(address.to_string())
             .credit_mode(CreditMode::Manual)
             .attach(session),
     )
