@@ -1,6 +1,6 @@
 //! The connection task: reads bytes and splits them into frames, feeds the
-//! protocol [`State`], drains queue events, keeps the idle time-out and
-//! heartbeats, and writes the [`Outbox`] after each batch. It owns the
+//! protocol [`State`], drains queue events, ticks the idle time-out and
+//! heartbeats ([`Keepalive`]), and writes the [`Outbox`] after each batch. It owns the
 //! socket and all of the connection's state; nothing else touches them.
 
 use std::future::Future;
@@ -13,11 +13,12 @@ use bytes::BytesMut;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 use super::connections::Registration;
 use super::error::ConnectionError;
 use super::handshake;
+use super::keepalive::{Keepalive, TickAction};
 use super::outbox::Outbox;
 use super::sasl::SaslPeer;
 use super::state::State;
@@ -268,23 +269,8 @@ impl Connection {
         limits: &crate::config::Limits,
         remote_idle_ms: Option<u32>,
     ) -> Result<(), ConnectionError> {
-        let local_idle = (limits.idle_timeout_ms > 0)
-            .then(|| Duration::from_millis(u64::from(limits.idle_timeout_ms)));
-        // The peer wants a frame at least every half of its idle time-out;
-        // we aim for a third so timer slack cannot make us late.
-        let heartbeat = remote_idle_ms
-            .filter(|ms| *ms > 0)
-            .map(|ms| Duration::from_millis(u64::from(ms)) / 3);
-        let tick = match (local_idle, heartbeat) {
-            (Some(idle), Some(hb)) => Some((idle / 2).min(hb)),
-            (Some(idle), None) => Some(idle / 2),
-            (None, Some(hb)) => Some(hb),
-            (None, None) => None,
-        };
-        let mut ticker = tokio::time::interval(tick.unwrap_or(Duration::from_secs(3600)));
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut last_read = Instant::now();
-        let mut last_write = Instant::now();
+        let mut keepalive = Keepalive::new(limits.idle_timeout_ms, remote_idle_ms);
+        let mut ticker = keepalive.ticker();
         let max_frame = limits.max_frame_size_bytes;
         // Created once, not per pass of the loop: a fresh `changed()` or
         // `notified()` future each pass would register with (and on drop
@@ -314,7 +300,7 @@ impl Connection {
                             // A refused attach must not create its queue.
                             if state.authorize_attach(attach).is_ok() {
                                 let prepare = prepare_queue(self.context.clone(), attach);
-                                self.heartbeating(prepare, heartbeat, &mut last_write)
+                                self.heartbeating(prepare, &mut keepalive, &mut ticker, &gates)
                                     .await?;
                             }
                         }
@@ -328,7 +314,7 @@ impl Connection {
                                     self.context.clone(),
                                     Some(wait.address.clone()),
                                 );
-                                self.heartbeating(prepare, heartbeat, &mut last_write)
+                                self.heartbeating(prepare, &mut keepalive, &mut ticker, &gates)
                                     .await?;
                             }
                             state.resume_relay(&mut self.out);
@@ -345,13 +331,19 @@ impl Connection {
             state.finish_batch(&mut self.out);
             if !self.out.is_empty() {
                 self.out.flush(&mut *self.stream).await?;
-                last_write = Instant::now();
+                keepalive.wrote();
             }
             if self.buf.capacity() - self.buf.len() < READ_CHUNK_BYTES / 4 {
                 self.buf.reserve(READ_CHUNK_BYTES);
             }
             match self
-                .wait(&gates, stop.as_mut(), events, &mut ticker, tick.is_some())
+                .wait(
+                    &gates,
+                    stop.as_mut(),
+                    events,
+                    &mut ticker,
+                    keepalive.ticking(),
+                )
                 .await
             {
                 Woke::Stop(error) => return Err(error),
@@ -359,7 +351,7 @@ impl Connection {
                     if read? == 0 {
                         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
                     }
-                    last_read = Instant::now();
+                    keepalive.read();
                 }
                 Woke::Event(event) => {
                     state.on_queue_event(event, &mut self.out)?;
@@ -370,25 +362,19 @@ impl Connection {
                         }
                     }
                 }
-                Woke::Tick => {
-                    let now = Instant::now();
-                    if let Some(idle) = local_idle {
-                        if now.duration_since(last_read) > idle {
-                            return Err(ConnectionError::protocol(
-                                condition::RESOURCE_LIMIT_EXCEEDED,
-                                format!(
-                                    "idle time-out: nothing received for {} ms",
-                                    idle.as_millis()
-                                ),
-                            ));
-                        }
+                Woke::Tick => match keepalive.on_tick() {
+                    TickAction::Nothing => {}
+                    TickAction::Heartbeat => self.out.heartbeat(),
+                    TickAction::IdleTimeOut(idle) => {
+                        return Err(ConnectionError::protocol(
+                            condition::RESOURCE_LIMIT_EXCEEDED,
+                            format!(
+                                "idle time-out: nothing received for {} ms",
+                                idle.as_millis()
+                            ),
+                        ));
                     }
-                    if let Some(hb) = heartbeat {
-                        if now.duration_since(last_write) >= hb {
-                            self.out.heartbeat();
-                        }
-                    }
-                }
+                },
             }
         }
     }
@@ -449,20 +435,26 @@ impl Connection {
     async fn heartbeating<T>(
         &mut self,
         fut: impl std::future::Future<Output = T>,
-        heartbeat: Option<Duration>,
-        last_write: &mut Instant,
+        keepalive: &mut Keepalive,
+        ticker: &mut tokio::time::Interval,
+        gates: &WakeGates<4>,
     ) -> Result<T, ConnectionError> {
         tokio::pin!(fut);
-        let Some(heartbeat) = heartbeat else {
+        if !keepalive.ticking() {
             return Ok(fut.await);
-        };
+        }
+        // The ticker is polled here with this task's own waker, which its
+        // gate in the loop would not see fire.
+        gates.poll_next_pass(TICK);
         loop {
             tokio::select! {
                 output = &mut fut => return Ok(output),
-                () = tokio::time::sleep_until(*last_write + heartbeat) => {
-                    self.out.heartbeat();
-                    self.out.flush(&mut *self.stream).await?;
-                    *last_write = Instant::now();
+                _ = ticker.tick() => {
+                    if keepalive.on_tick_not_reading() == TickAction::Heartbeat {
+                        self.out.heartbeat();
+                        self.out.flush(&mut *self.stream).await?;
+                        keepalive.wrote();
+                    }
                 }
             }
         }

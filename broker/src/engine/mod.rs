@@ -15,6 +15,7 @@ mod counters;
 mod deliver;
 mod error;
 mod handshake;
+mod keepalive;
 mod link;
 mod outbox;
 mod relay;

@@ -105,6 +105,13 @@ impl<const N: usize> WakeGates<N> {
         output
     }
 
+    /// Poll source `i` on the next pass whether or not it woke: for a
+    /// source that was polled outside the gates meanwhile, which then
+    /// holds another waker than its gate's.
+    pub(super) fn poll_next_pass(&self, i: usize) {
+        self.shared.woken.fetch_or(1 << i, Ordering::AcqRel);
+    }
+
     /// End a poll: sources that woke (or were ready) but were not polled
     /// to `Pending` are polled next time.
     pub(super) fn end(&self, pass: Pass) {
@@ -238,5 +245,24 @@ mod tests {
         assert_eq!(task.0.load(Ordering::SeqCst), 1);
         assert!(poll_once(&gates, &cx, 0, &mut yielding).is_pending());
         assert_eq!(polls, 2);
+    }
+
+    #[test]
+    fn a_source_polled_elsewhere_is_polled_on_the_next_pass() {
+        let task = Arc::new(Count::default());
+        let task_waker = Waker::from(task.clone());
+        let cx = Context::from_waker(&task_waker);
+        let gates = WakeGates::<1>::new();
+        let source = Idle::default();
+        assert!(poll_once(&gates, &cx, 0, |cx| source.poll(cx)).is_pending());
+        // Polled with the task's own waker: its gate never sees the wake.
+        let _ = source.poll(&mut Context::from_waker(&task_waker));
+        gates.poll_next_pass(0);
+        assert!(poll_once(&gates, &cx, 0, |cx| source.poll(cx)).is_pending());
+        assert_eq!(source.polls.get(), 3);
+        // Through its gate again: a wake of the source is seen.
+        source.wake();
+        assert!(poll_once(&gates, &cx, 0, |cx| source.poll(cx)).is_pending());
+        assert_eq!(source.polls.get(), 4);
     }
 }
