@@ -1,7 +1,8 @@
 //! The connection task: reads bytes and splits them into frames, feeds the
 //! protocol [`State`], drains queue events, ticks the idle time-out and
-//! heartbeats ([`Keepalive`]), and writes the [`Outbox`] after each batch. It owns the
-//! socket and all of the connection's state; nothing else touches them.
+//! heartbeats ([`Keepalive`]), and writes the [`Outbox`] after each
+//! batch. It owns the socket and all of the connection's state; nothing
+//! else touches them.
 
 use std::future::Future;
 use std::net::SocketAddr;
