@@ -14,13 +14,11 @@ use tokio::time::{Instant, Interval, MissedTickBehavior};
 pub(super) struct Keepalive {
     /// The tick period, if either limit applies.
     period: Option<Duration>,
-    /// Ticks in a row without a read that end the connection, if we have
-    /// an idle time-out.
-    quiet_limit: Option<u32>,
+    /// Our idle time-out, if we have one, and the ticks in a row without
+    /// a read that end the connection for it.
+    idle: Option<(Duration, u32)>,
     /// Whether the peer asked for frames at least every so often.
     heartbeats: bool,
-    /// Our idle time-out, for the message that closes a silent peer.
-    idle: Option<Duration>,
     read: bool,
     wrote: bool,
     quiet_ticks: u32,
@@ -53,21 +51,17 @@ impl Keepalive {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let quiet_limit = match (idle, period) {
-            // The fewest whole ticks that span the time-out: closing
-            // after that many quiet ticks never closes early, and at most
-            // a tick late.
-            (Some(idle), Some(period)) => {
-                let ticks = idle.as_nanos().div_ceil(period.as_nanos());
-                Some(u32::try_from(ticks).unwrap_or(u32::MAX))
-            }
-            _ => None,
-        };
+        // The fewest whole ticks that span the time-out: closing after
+        // that many quiet ticks never closes early, and at most a tick
+        // late. (With an idle time-out there is always a period.)
+        let idle = idle.zip(period).map(|(idle, period)| {
+            let ticks = idle.as_nanos().div_ceil(period.as_nanos());
+            (idle, u32::try_from(ticks).unwrap_or(u32::MAX))
+        });
         Self {
             period,
-            quiet_limit,
-            heartbeats: heartbeat_tick.is_some(),
             idle,
+            heartbeats: heartbeat_tick.is_some(),
             read: false,
             wrote: false,
             quiet_ticks: 0,
@@ -108,7 +102,7 @@ impl Keepalive {
         } else {
             self.quiet_ticks = self.quiet_ticks.saturating_add(1);
         }
-        if let (Some(limit), Some(idle)) = (self.quiet_limit, self.idle) {
+        if let Some((idle, limit)) = self.idle {
             if self.quiet_ticks >= limit {
                 return TickAction::IdleTimeOut(idle);
             }
@@ -169,7 +163,7 @@ mod tests {
         // three quiet ticks (300 ms), never two (200 ms, early).
         let k = Keepalive::new(250, Some(400));
         assert_eq!(k.period, Some(Duration::from_millis(100)));
-        assert_eq!(k.quiet_limit, Some(3));
+        assert_eq!(k.idle, Some((Duration::from_millis(250), 3)));
     }
 
     #[test]
