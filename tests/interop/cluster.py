@@ -252,13 +252,25 @@ PUBLISHER = textwrap.dedent(
                 sender.close()
                 event_conn.close()
 
+        def current(self, event):
+            # An event of the connection in use, not a late one of a lost
+            # connection (Proton may still hand those out after lost()).
+            return self.conn is not None and getattr(event.connection, "attempt", None) == self.attempt
+
         def on_sendable(self, event):
-            self.publish(event.sender)
+            # A late one of a lost connection would fill the window with
+            # publishes on a dead link, which never settle: the publisher
+            # then stalls for good on its next connection.
+            if self.current(event):
+                self.publish(event.sender)
 
         def settled(self, event, line):
             emit(line)
-            self.in_flight -= 1
-            self.publish(event.link)
+            # A late outcome of a lost connection still counts (the line),
+            # but its publish left the window when the connection went.
+            if self.current(event):
+                self.in_flight -= 1
+                self.publish(event.link)
 
         def on_accepted(self, event):
             self.settled(event, "A " + tag_of(event.delivery))
