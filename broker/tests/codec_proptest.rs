@@ -199,7 +199,7 @@ fn transfer() -> impl Strategy<Value = Transfer> {
                     ReceiverSettleMode::First
                 }
             }),
-            state: c.1,
+            state: c.1.map(Box::new),
             resume: d.0,
             aborted: d.1,
             batchable: d.2,

@@ -324,7 +324,7 @@ fn transfers() -> Vec<Transfer> {
     for state in delivery_states() {
         cases.push(Transfer {
             handle: 2,
-            state: Some(state),
+            state: Some(Box::new(state)),
             resume: true,
             ..Transfer::default()
         });

@@ -136,8 +136,11 @@ pub struct Transfer {
     pub more: bool,
     /// rcv-settle-mode
     pub rcv_settle_mode: Option<ReceiverSettleMode>,
-    /// state
-    pub state: Option<DeliveryState>,
+    /// state: boxed, as a transfer rarely carries one (a transactional
+    /// publish, a resumed delivery) and inline it made every transfer,
+    /// and so every frame, too big to move without a `memcpy` call
+    /// (a test in `frame.rs` checks the size).
+    pub state: Option<Box<DeliveryState>>,
     /// resume (default false)
     pub resume: bool,
     /// aborted (default false)
@@ -419,7 +422,7 @@ fn decode_transfer(d: &mut Decoder<'_>, l: &mut ListFields) -> Result<Transfer, 
         settled: d.field(l, Decoder::opt_bool)?,
         more: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
         rcv_settle_mode: d.field(l, opt_rcv_settle_mode)?,
-        state: d.field(l, opt_delivery_state)?,
+        state: d.field(l, opt_delivery_state)?.map(Box::new),
         resume: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
         aborted: d.field(l, Decoder::opt_bool)?.unwrap_or(false),
         batchable: d.field(l, Decoder::opt_bool)?.unwrap_or(false),

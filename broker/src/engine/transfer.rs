@@ -182,7 +182,7 @@ fn gather(
         return Ok(Gathered::Incomplete);
     };
     partial.settled |= transfer.settled.unwrap_or(false);
-    if let Some(DeliveryState::Transactional { txn_id, .. }) = &transfer.state {
+    if let Some(DeliveryState::Transactional { txn_id, .. }) = transfer.state.as_deref() {
         partial.txn_id = Some(txn_id.clone());
     }
     if transfer.aborted {

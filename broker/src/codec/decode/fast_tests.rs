@@ -134,7 +134,7 @@ fn other_fields_and_encodings_go_the_general_way() {
     let with_state = Transfer {
         handle: 1,
         delivery_id: Some(1),
-        state: Some(DeliveryState::Accepted),
+        state: Some(Box::new(DeliveryState::Accepted)),
         ..Transfer::default()
     };
     assert!(!agrees(&encoded(&Performative::Transfer(with_state), b"")));
