@@ -450,13 +450,25 @@ class ClientProcess:
         return [line for _, line in list(self.lines) if not line[:2] in ("S ", "A ", "N ", "R ")]
 
     def wait_for(self, predicate, timeout, what):
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         with self.changed:
             while not predicate(self):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or (self.lines and self.lines[-1][1] == "EOF" and not predicate(self)):
-                    raise AssertionError(f"{what}: not within {timeout}s; events: {self.events()[-5:]}")
+                    raise AssertionError(
+                        f"{what}: not within {timeout}s; events: {self.events()[-5:]}; "
+                        f"during the wait: {self.tally(started)}"
+                    )
                 self.changed.wait(min(remaining, 0.5))
+
+    def tally(self, since):
+        """What the client reported since `since`, by kind, and its last
+        line: tells a client that sent nothing from one whose sends went
+        unanswered (the CI failure of the rolling restart needed both)."""
+        kinds = Counter(line.split(" ", 1)[0] for at, line in list(self.lines) if at >= since)
+        last = self.lines[-1] if self.lines else None
+        return f"{dict(kinds)}, last line {last[1]!r} {time.monotonic() - last[0]:.1f}s ago" if last else "nothing"
 
     def count(self, kind):
         prefix = kind + " "
