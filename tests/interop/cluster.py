@@ -297,7 +297,7 @@ PUBLISHER = textwrap.dedent(
                 self.lost(event)
 
         def lost(self, event):
-            if self.conn is None or getattr(event.connection, "attempt", None) != self.attempt:
+            if not self.current(event):
                 return  # a late event of an old connection
             emit("DISCONNECTED")
             if not reconnect:
