@@ -69,7 +69,22 @@ impl DirectWriter {
     /// Writes `bytes` at `at` and returns once they are durable. `at` must
     /// begin a block or be where the previous write ended; anything else
     /// is refused with `InvalidInput` before any I/O.
+    #[cfg(test)]
     pub(crate) fn write(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
+        self.write_with(at, bytes.len(), |window| window.copy_from_slice(bytes))
+    }
+
+    /// Writes `n` bytes at `at`, which `fill` puts into the slice it is
+    /// given (exactly `n` bytes of the aligned buffer that goes to the
+    /// disk: the journal encodes its record there, so the record is not
+    /// copied again), and returns once they are durable. `at` as for
+    /// [`DirectWriter::write`]; `fill` is not called when it is refused.
+    pub(crate) fn write_with(
+        &mut self,
+        at: u64,
+        n: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> io::Result<()> {
         let start = at - at % BLOCK;
         let head_len = (at - start) as usize;
         if head_len != 0 && (self.tail_at != start || self.tail.len() != head_len) {
@@ -78,7 +93,7 @@ impl DirectWriter {
                 "a direct journal write must start a block or follow the previous write",
             ));
         }
-        let len = head_len + bytes.len();
+        let len = head_len + n;
         let padded = len.div_ceil(BLOCK as usize) * BLOCK as usize;
         if self.scratch.len() < padded + BLOCK as usize {
             self.scratch = vec![0; padded + BLOCK as usize];
@@ -89,7 +104,7 @@ impl DirectWriter {
         };
         // Empty when the write starts a block (the tail is then not needed).
         window[..head_len].copy_from_slice(&self.tail[..head_len]);
-        window[head_len..len].copy_from_slice(bytes);
+        fill(&mut window[head_len..len]);
         window[len..].fill(0);
         self.file.write_all_at(window, start)?;
         let end = start + len as u64;

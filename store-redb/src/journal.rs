@@ -43,7 +43,7 @@ use redb::StorageBackend;
 
 use crate::direct_write::{DirectWriter, BLOCK};
 use crate::error::Error;
-use crate::journal_record::{self, JournalAppend, HEADER_LEN};
+use crate::journal_record::{self, AppendRef, JournalAppend, HEADER_LEN};
 
 /// The zero-fill of a new journal is written in pieces of this size.
 const FILL_STEP: usize = 1 << 20;
@@ -59,7 +59,8 @@ pub(crate) struct Journal {
     generation: u64,
     /// Where the next record goes, from the region's start.
     offset: u64,
-    /// The encoding buffer, kept between batches.
+    /// The encoding buffer of writes through the page cache, kept
+    /// between batches (a direct write encodes into its own buffer).
     buf: Vec<u8>,
     /// The file opened again for direct, synchronous writes, if the store
     /// asked for it and the file system does them (`direct_write.rs`);
@@ -182,18 +183,24 @@ impl Journal {
     /// written nothing, when the record does not fit in what is left of
     /// the region: the caller then starts the next generation (once the
     /// other region is folded) or folds instead.
-    pub(crate) fn write<'a>(
-        &mut self,
-        appends: impl IntoIterator<Item = (u64, &'a [(u64, Vec<u8>)], Option<&'a [u8]>)>,
-    ) -> Result<bool, Error> {
-        self.buf.clear();
-        journal_record::encode(&mut self.buf, self.generation, appends);
-        let len = self.buf.len() as u64;
-        if self.offset + len > self.region_len || len - HEADER_LEN as u64 > u64::from(u32::MAX) {
+    pub(crate) fn write<'a, I>(&mut self, appends: I) -> Result<bool, Error>
+    where
+        I: IntoIterator<Item = AppendRef<'a>> + Clone,
+    {
+        let len = journal_record::encoded_len(appends.clone());
+        if self.offset + len as u64 > self.region_len
+            || (len - HEADER_LEN) as u64 > u64::from(u32::MAX)
+        {
             return Ok(false);
         }
         let at = self.region * self.region_len + self.offset;
-        let direct = match self.direct.as_mut().map(|d| d.write(at, &self.buf)) {
+        let generation = self.generation;
+        // Encoded straight into the direct writer's aligned buffer.
+        let direct = match self.direct.as_mut().map(|d| {
+            d.write_with(at, len, |out| {
+                journal_record::encode_into(out, generation, appends.clone())
+            })
+        }) {
             Some(Ok(())) => true,
             Some(Err(e)) => {
                 // Whatever the direct write left, the record is written
@@ -205,14 +212,16 @@ impl Journal {
             None => false,
         };
         if !direct {
+            self.buf.clear();
+            journal_record::encode(&mut self.buf, generation, appends);
             self.file.write(at, &self.buf).map_err(Error::Journal)?;
             self.file.sync_data().map_err(Error::Journal)?;
+            // A batch of a few thousand entries should not pin its buffer.
+            if self.buf.capacity() > FILL_STEP {
+                self.buf = Vec::new();
+            }
         }
-        self.offset += len;
-        // A batch of a few thousand entries should not pin its buffer.
-        if self.buf.capacity() > FILL_STEP {
-            self.buf = Vec::new();
-        }
+        self.offset += len as u64;
         Ok(true)
     }
 

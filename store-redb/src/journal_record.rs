@@ -57,39 +57,88 @@ fn crc(generation: u64, payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&fixed), payload)
 }
 
-/// Appends one record of `appends` at `generation` to `out`. The caller
-/// keeps the payload under `u32::MAX` bytes (the journal is far smaller).
-pub(crate) fn encode<'a>(
-    out: &mut Vec<u8>,
-    generation: u64,
-    appends: impl IntoIterator<Item = (u64, &'a [(u64, Vec<u8>)], Option<&'a [u8]>)>,
-) {
-    let start = out.len();
-    out.extend_from_slice(&[0u8; HEADER_LEN]);
-    for (group_id, records, committed) in appends {
-        out.extend_from_slice(&group_id.to_le_bytes());
-        match committed {
-            Some(record) => {
-                out.extend_from_slice(&(record.len() as u32).to_le_bytes());
-                out.extend_from_slice(record);
-            }
-            None => out.extend_from_slice(&NO_COMMITTED.to_le_bytes()),
-        }
-        out.extend_from_slice(&(records.len() as u32).to_le_bytes());
-        for (index, record) in records {
-            out.extend_from_slice(&index.to_le_bytes());
-            out.extend_from_slice(&(record.len() as u32).to_le_bytes());
-            out.extend_from_slice(record);
-        }
+/// One group's append as the writer hands it over: group id, its
+/// `(index, record)` rows, and its committed log id record if any.
+pub(crate) type AppendRef<'a> = (u64, &'a [(u64, Vec<u8>)], Option<&'a [u8]>);
+
+/// Bytes of the record [`encode_into`] makes of `appends`, header
+/// included.
+pub(crate) fn encoded_len<'a>(appends: impl IntoIterator<Item = AppendRef<'a>>) -> usize {
+    let mut len = HEADER_LEN;
+    for (_, records, committed) in appends {
+        len += 8 + 4 + committed.map_or(0, <[u8]>::len) + 4;
+        len += records
+            .iter()
+            .map(|(_, record)| 8 + 4 + record.len())
+            .sum::<usize>();
     }
-    seal(out, start, generation);
+    len
 }
 
-/// Fills in the header at `out[start..]` for the payload after it.
-fn seal(out: &mut [u8], start: usize, generation: u64) {
-    let payload_len = (out.len() - start - HEADER_LEN) as u32;
-    let crc = crc(generation, &out[start + HEADER_LEN..]);
-    let header = &mut out[start..start + HEADER_LEN];
+/// Appends one record of `appends` at `generation` to `out`. The caller
+/// keeps the payload under `u32::MAX` bytes (the journal is far smaller).
+pub(crate) fn encode<'a, I>(out: &mut Vec<u8>, generation: u64, appends: I)
+where
+    I: IntoIterator<Item = AppendRef<'a>> + Clone,
+{
+    let start = out.len();
+    out.resize(start + encoded_len(appends.clone()), 0);
+    encode_into(&mut out[start..], generation, appends);
+}
+
+/// Writes one record of `appends` at `generation` into `out`, which is
+/// exactly [`encoded_len`] bytes: the direct writer hands its aligned
+/// buffer here, so each record's bytes are copied once on their way to
+/// the disk.
+pub(crate) fn encode_into<'a>(
+    out: &mut [u8],
+    generation: u64,
+    appends: impl IntoIterator<Item = AppendRef<'a>>,
+) {
+    let mut w = SliceWriter {
+        out: &mut *out,
+        at: HEADER_LEN,
+    };
+    for (group_id, records, committed) in appends {
+        w.put(&group_id.to_le_bytes());
+        match committed {
+            Some(record) => {
+                w.put(&(record.len() as u32).to_le_bytes());
+                w.put(record);
+            }
+            None => w.put(&NO_COMMITTED.to_le_bytes()),
+        }
+        w.put(&(records.len() as u32).to_le_bytes());
+        for (index, record) in records {
+            w.put(&index.to_le_bytes());
+            w.put(&(record.len() as u32).to_le_bytes());
+            w.put(record);
+        }
+    }
+    let written = w.at;
+    debug_assert_eq!(written, out.len(), "encoded_len disagrees with encode_into");
+    seal(out, generation);
+}
+
+/// Sequential writes into a slice sized by [`encoded_len`] (a wrong size
+/// is a bug here, and panics on the slice's bounds).
+struct SliceWriter<'o> {
+    out: &'o mut [u8],
+    at: usize,
+}
+
+impl SliceWriter<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.out[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+}
+
+/// Fills in the header at the start of `out` for the payload after it.
+fn seal(out: &mut [u8], generation: u64) {
+    let payload_len = (out.len() - HEADER_LEN) as u32;
+    let crc = crc(generation, &out[HEADER_LEN..]);
+    let header = &mut out[..HEADER_LEN];
     header[..4].copy_from_slice(&MAGIC);
     header[4..12].copy_from_slice(&generation.to_le_bytes());
     header[12..16].copy_from_slice(&payload_len.to_le_bytes());
@@ -101,7 +150,7 @@ fn seal(out: &mut [u8], start: usize, generation: u64) {
 pub(crate) fn frame(generation: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8; HEADER_LEN];
     out.extend_from_slice(payload);
-    seal(&mut out, 0, generation);
+    seal(&mut out, generation);
     out
 }
 
@@ -219,6 +268,25 @@ mod tests {
         let payload = &bytes[HEADER_LEN..];
         assert!(h.matches(payload));
         assert_eq!(decode_payload(payload).unwrap(), sample());
+    }
+
+    /// The length [`encode_into`] is sized by is the length it fills, and
+    /// a record appended after bytes already in the buffer is the same.
+    #[test]
+    fn encoded_len_is_what_encode_writes() {
+        for appends in [sample(), Vec::new(), sample()[..1].to_vec()] {
+            let refs = || {
+                appends
+                    .iter()
+                    .map(|a| (a.group_id, a.records.as_slice(), a.committed.as_deref()))
+            };
+            let alone = encoded(5, &appends);
+            assert_eq!(encoded_len(refs()), alone.len());
+            let mut after = b"earlier".to_vec();
+            encode(&mut after, 5, refs());
+            assert_eq!(&after[..7], b"earlier");
+            assert_eq!(after[7..], alone[..]);
+        }
     }
 
     #[test]

@@ -175,7 +175,7 @@ enum Fold {
 
 /// One append as [`Journal::write`] takes it: group id, entry records,
 /// committed record.
-type JournalAppendRef<'a> = (u64, &'a [(u64, Vec<u8>)], Option<&'a [u8]>);
+type JournalAppendRef<'a> = crate::journal_record::AppendRef<'a>;
 
 impl Writer {
     /// Starts the writer thread.
