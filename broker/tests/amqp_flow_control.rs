@@ -330,12 +330,12 @@ async fn credit_taken_away_midway_keeps_the_queue_order() {
         // sending the first grant when the others arrive.
         raw.send(0, Performative::Flow(credit_flow(1, count, 60, false)))
             .await;
-        if round % 3 == 0 {
+        if round.is_multiple_of(3) {
             tokio::task::yield_now().await;
         }
         raw.send(0, Performative::Flow(credit_flow(1, count, 0, false)))
             .await;
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             for _ in 0..20 {
                 tokio::task::yield_now().await;
             }

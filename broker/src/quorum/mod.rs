@@ -30,6 +30,7 @@ mod handoff;
 mod hold;
 mod id_search;
 mod idle_shed;
+mod in_place;
 mod index;
 mod leader_contact;
 mod leadership_watch;

@@ -12,6 +12,7 @@ use openraft::raft::ClientWriteResult;
 use tokio::sync::oneshot;
 
 use super::hold::ProposalHold;
+use super::in_place::pin_box_in_place;
 use super::leadership_watch::leads_without_quorum;
 use super::publish_gate::PublishGate;
 use super::queue::QuorumQueue;
@@ -136,8 +137,9 @@ async fn propose_in_order(
         let proposed_at = Instant::now();
         // Boxed, one allocation per entry: the submission's awaits are
         // ~1.4 KiB of state, which this task's future held for as long as
-        // the queue lives, busy or not.
-        let submitted = Box::pin(super::submit::write_ff(&raft, command)).await;
+        // the queue lives, busy or not. In place (`in_place.rs`): not
+        // built on the stack and copied.
+        let submitted = pin_box_in_place!(super::submit::write_ff(&raft, command)).await;
         drop(pass);
         let committed = match submitted {
             Ok(committed) => committed,

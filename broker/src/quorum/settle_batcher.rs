@@ -20,6 +20,7 @@ use std::time::Duration;
 use openraft::async_runtime::watch::WatchReceiver;
 
 use super::hold::ProposalHold;
+use super::in_place::pin_box_in_place;
 use super::queue::QuorumQueue;
 use super::state_machine::Shared;
 use super::task_queue::TaskReceiver;
@@ -93,8 +94,9 @@ async fn replicate_settlements(
         for command in commands {
             // Boxed, one allocation per batch: replicating is ~1.8 KiB of
             // await state, which this task (one per queue led with a
-            // consumer) held while it waited for settlements.
-            if !Box::pin(replicate(&raft, &hold, &shared, command)).await {
+            // consumer) held while it waited for settlements. In place
+            // (`in_place.rs`): not built on the stack and copied.
+            if !pin_box_in_place!(replicate(&raft, &hold, &shared, command)).await {
                 return;
             }
         }
