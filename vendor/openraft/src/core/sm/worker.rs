@@ -114,8 +114,11 @@ where
 
             // ramqp: each command is run boxed. Inline, the futures of the longest arms (apply,
             // snapshot install) made the worker task every group keeps idle ~750 bytes; boxed, it
-            // costs one allocation per command.
-            Box::pin(self.run_command(cmd)).await?;
+            // costs one allocation per command. Boxed in place (allocated, then the future written
+            // into it): `Box::pin` built the future on the stack and copied all of it.
+            let slot = Box::new_uninit();
+            let run: std::pin::Pin<Box<_>> = Box::into_pin(Box::write(slot, self.run_command(cmd)));
+            run.await?;
         }
     }
 
