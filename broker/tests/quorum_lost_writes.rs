@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::*;
 use fe2o3_amqp::types::messaging::Outcome;
-use fe2o3_amqp::Sender;
+use fe2o3_amqp::{Connection, Sender, Session};
 use ramqpd_broker::{BrokerConfig, Cluster};
 
 const QUEUE: &str = "lost-writes";
@@ -48,35 +48,75 @@ impl Rng {
 /// Publish unique texts through `addr` until `stop`, one at a time; every
 /// accepted text goes into `accepted` at once (so a link that dies in a
 /// power cut keeps its record). Released and timed-out publishes are sent
-/// again under a new text.
+/// again under a new text. A connection, session or link that fails (a
+/// node restarted by the previous round may still be electing or catching
+/// up, and a leader change detaches links) is opened again, as a real
+/// client would; each failure goes into `events`, which a round that sees
+/// too few accepts prints.
 async fn publish_until(
     addr: std::net::SocketAddr,
     prefix: String,
     stop: Arc<AtomicBool>,
     accepted: Arc<Mutex<Vec<String>>>,
+    events: Arc<Mutex<Vec<String>>>,
 ) {
-    let mut connection = open_at(addr, &prefix).await;
-    let mut session = begin_session(&mut connection).await;
-    let Ok(Ok(mut sender)) = tokio::time::timeout(
-        Duration::from_secs(20),
-        Sender::attach(&mut session, "tx", format!("/quorum/{QUEUE}")),
-    )
-    .await
-    else {
-        return;
-    };
     let mut next = 0usize;
     while !stop.load(Ordering::SeqCst) {
-        let text = format!("{prefix}-{next:05}");
-        next += 1;
-        match tokio::time::timeout(Duration::from_secs(10), sender.send(text.clone())).await {
-            Ok(Ok(Outcome::Accepted(_))) => accepted.lock().unwrap().push(text),
-            Ok(Ok(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            Ok(Err(_)) => break,
+        if let Err(why) = publish_on_one_link(addr, &prefix, &stop, &accepted, &mut next).await {
+            events.lock().unwrap().push(format!("{prefix}: {why}"));
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let _ = sender.close().await;
+}
+
+/// One connection's part of [`publish_until`]: `Ok` once `stop` is set,
+/// `Err` with what failed.
+async fn publish_on_one_link(
+    addr: std::net::SocketAddr,
+    prefix: &str,
+    stop: &AtomicBool,
+    accepted: &Mutex<Vec<String>>,
+    next: &mut usize,
+) -> Result<(), String> {
+    let url = format!("amqp://{addr}");
+    let mut connection = match tokio::time::timeout(
+        Duration::from_secs(5),
+        Connection::open(prefix.to_string(), url.as_str()),
+    )
+    .await
+    {
+        Ok(Ok(connection)) => connection,
+        Ok(Err(e)) => return Err(format!("connection open: {e}")),
+        Err(_) => return Err("connection open: timed out".into()),
+    };
+    let result = async {
+        let mut session =
+            tokio::time::timeout(Duration::from_secs(5), Session::begin(&mut connection))
+                .await
+                .map_err(|_| "session begin: timed out".to_string())?
+                .map_err(|e| format!("session begin: {e}"))?;
+        let mut sender = tokio::time::timeout(
+            Duration::from_secs(20),
+            Sender::attach(&mut session, "tx", format!("/quorum/{QUEUE}")),
+        )
+        .await
+        .map_err(|_| "attach: timed out".to_string())?
+        .map_err(|e| format!("attach: {e}"))?;
+        while !stop.load(Ordering::SeqCst) {
+            let text = format!("{prefix}-{next:05}");
+            *next += 1;
+            match tokio::time::timeout(Duration::from_secs(10), sender.send(text.clone())).await {
+                Ok(Ok(Outcome::Accepted(_))) => accepted.lock().unwrap().push(text),
+                Ok(Ok(_)) | Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Ok(Err(e)) => return Err(format!("send: {e}")),
+            }
+        }
+        let _ = sender.close().await;
+        Ok(())
+    }
+    .await;
     let _ = connection.close().await;
+    result
 }
 
 fn count(accepted: &Mutex<Vec<String>>) -> usize {
@@ -119,6 +159,7 @@ async fn no_accepted_message_is_lost_when_nodes_lose_their_unsynced_writes() {
         }
         let via = (1..=3).find(|n| !victims.contains(n)).expect("a survivor");
         let stop = Arc::new(AtomicBool::new(false));
+        let events = Arc::new(Mutex::new(Vec::new()));
         let before = count(&accepted);
         let publishers: Vec<_> = (0..PUBLISHERS)
             .map(|p| {
@@ -127,13 +168,22 @@ async fn no_accepted_message_is_lost_when_nodes_lose_their_unsynced_writes() {
                     format!("r{round}-p{p}"),
                     stop.clone(),
                     accepted.clone(),
+                    events.clone(),
                 ))
             })
             .collect();
-        eventually(Duration::from_secs(30), "accepts before the cut", || {
-            count(&accepted) >= before + ACCEPTS_BEFORE_CUT
+        let reached = tokio::time::timeout(Duration::from_secs(30), async {
+            while count(&accepted) < before + ACCEPTS_BEFORE_CUT {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         })
         .await;
+        assert!(
+            reached.is_ok(),
+            "round {round}: {} of {ACCEPTS_BEFORE_CUT} accepts via node {via} within 30 s before the cut (leader {leader}); the publishers' failures: {:?}",
+            count(&accepted) - before,
+            events.lock().unwrap()
+        );
         println!("round {round}: power cut of {victims:?} (leader {leader}), publishing via {via}");
         // Mostly in the middle of a commit (between its page writes and
         // its sync), sometimes at an arbitrary instant.
@@ -151,6 +201,10 @@ async fn no_accepted_message_is_lost_when_nodes_lose_their_unsynced_writes() {
             within(Duration::from_secs(30), "publisher ends", publisher)
                 .await
                 .expect("publisher task");
+        }
+        let events = events.lock().unwrap();
+        if !events.is_empty() {
+            println!("round {round}: publishers reconnected after {:?}", *events);
         }
         for victim in &victims {
             cluster
