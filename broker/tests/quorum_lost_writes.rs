@@ -202,9 +202,9 @@ async fn no_accepted_message_is_lost_when_nodes_lose_their_unsynced_writes() {
                 .await
                 .expect("publisher task");
         }
-        let events = events.lock().unwrap();
-        if !events.is_empty() {
-            println!("round {round}: publishers reconnected after {:?}", *events);
+        let failures = std::mem::take(&mut *events.lock().unwrap());
+        if !failures.is_empty() {
+            println!("round {round}: publishers reconnected after {failures:?}");
         }
         for victim in &victims {
             cluster
