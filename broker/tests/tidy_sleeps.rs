@@ -40,9 +40,10 @@ const BASELINE: &[(&str, usize)] = &[
     // `keep_publishing`: pacing of a background load.
     ("broker/tests/common/quorum.rs", 1),
     // `publish_until`: a pause before publishing again after a released
-    // or timed-out publish (no quorum during a two-node power cut), so
-    // the load does not spin.
-    ("broker/tests/quorum_lost_writes.rs", 1),
+    // or timed-out publish (no quorum during a two-node power cut), and
+    // before opening a failed connection again, so the load does not
+    // spin.
+    ("broker/tests/quorum_lost_writes.rs", 2),
     // Durations of injected faults (a link cut for 2 s) and a leader lease
     // let run out; not audited in detail.
     ("broker/tests/forwarding_restarts.rs", 4),

@@ -20,14 +20,24 @@ pub async fn step<F: Future>(what: &str, fut: F) -> F::Output {
 }
 
 /// Poll `check` every 20 ms until it holds; fail after `limit`.
-pub async fn eventually(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+pub async fn eventually(limit: Duration, what: &str, check: impl FnMut() -> bool) {
+    eventually_or(limit, check, || what.to_string()).await
+}
+
+/// [`eventually`], failing with what `explain` says then (what the test
+/// saw while it waited).
+pub async fn eventually_or(
+    limit: Duration,
+    mut check: impl FnMut() -> bool,
+    explain: impl FnOnce() -> String,
+) {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         if check() {
             return;
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("condition not reached within {limit:?}: {what}");
+            panic!("condition not reached within {limit:?}: {}", explain());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
